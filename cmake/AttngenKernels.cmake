@@ -1,0 +1,36 @@
+# attngen_add_kernel(<name> GENERATOR <generator> [PARAMS k=v ...] [TARGETS t ...])
+#
+# Every attngen kernel is built through this one function: the same generator executable, the
+# same shared Halide runtime, the same features, and the kernel's function named after the
+# library so the runtime can call it. Schedule knobs (GeneratorParams) go in PARAMS.
+function(attngen_add_kernel NAME)
+    cmake_parse_arguments(PARSE_ARGV 1 ARG "" "GENERATOR;RUNTIME;AUTOSCHEDULER" "PARAMS;TARGETS")
+    if (NOT ARG_GENERATOR)
+        message(FATAL_ERROR "attngen_add_kernel(${NAME}): GENERATOR is required")
+    endif ()
+    if (NOT ARG_TARGETS)
+        set(ARG_TARGETS ${ATTNGEN_HOST_TARGETS})
+    endif ()
+    if (NOT ARG_RUNTIME)
+        set(ARG_RUNTIME attngen_halide_runtime)
+    endif ()
+    set(targets "")
+    foreach (t IN LISTS ARG_TARGETS)
+        foreach (f IN LISTS ATTNGEN_KERNEL_FEATURES)
+            string(APPEND t "-${f}")
+        endforeach ()
+        list(APPEND targets "${t}")
+    endforeach ()
+    set(autoscheduler "")
+    if (ARG_AUTOSCHEDULER)
+        set(autoscheduler AUTOSCHEDULER "${ARG_AUTOSCHEDULER}")
+    endif ()
+    add_halide_library(${NAME}
+                       FROM attngen_generators
+                       GENERATOR ${ARG_GENERATOR}
+                       FUNCTION_NAME ${NAME}
+                       TARGETS ${targets}
+                       USE_RUNTIME ${ARG_RUNTIME}
+                       PARAMS ${ARG_PARAMS}
+                       ${autoscheduler})
+endfunction()

@@ -1,0 +1,21 @@
+# Halide targets the host library is built for. Several targets of one architecture in one
+# library give run-time dispatch to the richest feature set the CPU has; the last is the
+# fallback every CPU of the architecture runs.
+if (CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+    set(_attngen_default_host_targets
+        x86-64-linux-avx2-fma-f16c
+        x86-64-linux-sse41
+        x86-64-linux)
+elseif (CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
+    set(_attngen_default_host_targets
+        arm-64-linux-arm_dot_prod-arm_fp16
+        arm-64-linux)
+else ()
+    set(_attngen_default_host_targets host)
+endif ()
+set(ATTNGEN_HOST_TARGETS "${_attngen_default_host_targets}" CACHE STRING
+    "Halide targets of the CPU library (a list; the last is the fallback)")
+
+# Features every attngen kernel carries: the runtime passes a per-call user context, through
+# which Halide's errors reach the caller instead of aborting.
+set(ATTNGEN_KERNEL_FEATURES user_context)

@@ -1,0 +1,244 @@
+// The attngen generators: the fused MHA forward, scaled dot-product attention on projected
+// heads, and the projection on its own. Each composes the stages of stages.h and applies the
+// schedule of its target family; with an autoscheduler it only sets estimates.
+#include "Halide.h"
+#include "layout.h"
+#include "schedule_cpu.h"
+#include "stages.h"
+
+namespace attngen {
+namespace {
+
+using namespace Halide;
+
+// Estimates describe BERT-base (d_model 768, 12 heads of 64, 128 tokens): the autoschedulers
+// plan for it, and it is a shape where both projections and attention matter.
+constexpr int kEstBatch = 1, kEstLen = 128, kEstModel = 768, kEstHeads = 12, kEstHeadDim = 64;
+
+// Schedule knobs shared by every generator. Each one is a GeneratorParam with a range so a
+// build (PARAMS) or the autotuner can set it.
+template <typename T>
+class AttngenGenerator : public Generator<T> {
+public:
+    GeneratorParam<int> gemm_vectors{"gemm_vectors", 2, 1, 8};
+    GeneratorParam<int> gemm_rows{"gemm_rows", 6, 1, 8};
+    GeneratorParam<int> query_block{"query_block", 32, 4, 512};
+    GeneratorParam<int> score_vectors{"score_vectors", 2, 1, 4};
+    GeneratorParam<int> score_rows{"score_rows", 4, 1, 8};
+    GeneratorParam<int> out_vectors{"out_vectors", 2, 1, 4};
+    GeneratorParam<int> out_rows{"out_rows", 4, 1, 8};
+
+protected:
+    CpuScheduleKnobs cpu_knobs() const {
+        CpuScheduleKnobs k;
+        k.gemm_vectors = gemm_vectors;
+        k.gemm_rows = gemm_rows;
+        k.query_block = query_block;
+        k.score_vectors = score_vectors;
+        k.score_rows = score_rows;
+        k.out_vectors = out_vectors;
+        k.out_rows = out_rows;
+        return k;
+    }
+
+    void require_cpu_target() const {
+        const Target t = this->get_target();
+        if (t.has_gpu_feature()) {
+            throw CompileError("attngen has no GPU schedule in this generator yet; target: " +
+                               t.to_string());
+        }
+    }
+};
+
+// Mask inputs appear in the same order in every generator that takes them.
+#define ATTNGEN_MASK_INPUTS                                           \
+    Input<int> causal{"causal", 0, 0, 2};                             \
+    Input<Buffer<int32_t, 1>> kv_lengths{"kv_lengths"};               \
+    Input<bool> has_bool_mask{"has_bool_mask", false};                \
+    Input<Buffer<uint8_t, 3>> bool_mask{"bool_mask"};                 \
+    Input<bool> has_additive{"has_additive", false};                  \
+    Input<Buffer<float, 4>> additive{"additive"};                     \
+    MaskInputs mask_inputs() const {                                  \
+        MaskInputs m;                                                 \
+        m.kv_lengths = kv_lengths;                                    \
+        m.bool_mask = bool_mask;                                      \
+        m.additive = additive;                                        \
+        m.causal = causal;                                            \
+        m.has_bool_mask = has_bool_mask;                              \
+        m.has_additive = has_additive;                                \
+        return m;                                                     \
+    }                                                                 \
+    void set_mask_estimates(int batch, int heads, int q_len, int kv_len) {                  \
+        kv_lengths.set_estimates({{0, batch}});                                            \
+        bool_mask.set_estimates({{0, kv_len}, {0, q_len}, {0, batch}});                     \
+        additive.set_estimates({{0, kv_len}, {0, q_len}, {0, heads}, {0, batch}});          \
+    }
+
+class SdpaGenerator : public AttngenGenerator<SdpaGenerator> {
+public:
+    GeneratorParam<bool> weights_output{"weights_output", false};
+
+    Input<Buffer<float, 4>> q{"q"};  // (dk, q_len, heads, batch)
+    Input<Buffer<float, 4>> k{"k"};  // (dk, kv_len, heads, batch)
+    Input<Buffer<float, 4>> v{"v"};  // (dv, kv_len, heads, batch)
+    Input<float> scale{"scale", 1.0f};
+    ATTNGEN_MASK_INPUTS
+    Output<Buffer<float, 4>> output{"output"};  // (dv, q_len, heads, batch)
+    Output<Buffer<float, 4>> *weights = nullptr;  // (kv_len, q_len, heads, batch)
+
+    void configure() {
+        if (weights_output) weights = add_output<Buffer<float, 4>>("weights");
+    }
+
+    void generate() {
+        require_cpu_target();
+        AttentionStage a = define_attention(q, k, v, q.dim(0).extent(), v.dim(0).extent(),
+                                            q.dim(1).extent(), k.dim(1).extent(), scale,
+                                            mask_inputs());
+        output = a.out;
+        if (weights) *weights = a.probs;
+
+        q.set_estimates({{0, kEstHeadDim}, {0, kEstLen}, {0, kEstHeads}, {0, kEstBatch}});
+        k.set_estimates({{0, kEstHeadDim}, {0, kEstLen}, {0, kEstHeads}, {0, kEstBatch}});
+        v.set_estimates({{0, kEstHeadDim}, {0, kEstLen}, {0, kEstHeads}, {0, kEstBatch}});
+        scale.set_estimate(0.125f);
+        set_mask_estimates(kEstBatch, kEstHeads, kEstLen, kEstLen);
+        output.set_estimates({{0, kEstHeadDim}, {0, kEstLen}, {0, kEstHeads}, {0, kEstBatch}});
+        if (weights) {
+            weights->set_estimates({{0, kEstLen}, {0, kEstLen}, {0, kEstHeads}, {0, kEstBatch}});
+        }
+
+        if (!using_autoscheduler()) {
+            schedule_attention_cpu(a, get_target(), cpu_knobs(), weights != nullptr);
+        }
+    }
+};
+
+class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
+public:
+    GeneratorParam<bool> weights_output{"weights_output", false};
+
+    Input<Buffer<float, 3>> query{"query"};  // (d_model, q_len, batch)
+    Input<Buffer<float, 3>> key{"key"};      // (kdim, kv_len, batch)
+    Input<Buffer<float, 3>> value{"value"};  // (vdim, kv_len, batch)
+    // Projection weights transposed and padded: (padded H*hd, in) -- see layout.h.
+    Input<Buffer<float, 2>> wq_t{"wq_t"}, wk_t{"wk_t"}, wv_t{"wv_t"};
+    Input<Buffer<float, 2>> wo_t{"wo_t"};  // (padded d_model, H*hd)
+    Input<Buffer<float, 1>> bq{"bq"}, bk{"bk"}, bv{"bv"}, bo{"bo"};
+    Input<int> num_heads{"num_heads", 1, 1, 1 << 16};
+    Input<int> head_dim{"head_dim", 64, 1, 1 << 16};
+    Input<float> scale{"scale", 1.0f};
+    ATTNGEN_MASK_INPUTS
+    Output<Buffer<float, 3>> output{"output"};  // (d_model, q_len, batch)
+    Output<Buffer<float, 4>> *weights = nullptr;
+
+    void configure() {
+        if (weights_output) weights = add_output<Buffer<float, 4>>("weights");
+    }
+
+    void generate() {
+        require_cpu_target();
+        const Expr q_len = query.dim(1).extent(), kv_len = key.dim(1).extent();
+        const Expr d_model = query.dim(0).extent();
+
+        ProjectionStage pq = define_projection("q_proj", as_grouped(query), query.dim(0).extent(),
+                                               1, q_len, wq_t, bq);
+        ProjectionStage pk = define_projection("k_proj", as_grouped(key), key.dim(0).extent(), 1,
+                                               kv_len, wk_t, bk);
+        ProjectionStage pv = define_projection("v_proj", as_grouped(value),
+                                               value.dim(0).extent(), 1, kv_len, wv_t, bv);
+        Func qh = split_heads("q_heads", pq.result, head_dim);
+        Func kh = split_heads("k_heads", pk.result, head_dim);
+        Func vh = split_heads("v_heads", pv.result, head_dim);
+        AttentionStage a =
+            define_attention(qh, kh, vh, head_dim, head_dim, q_len, kv_len, scale, mask_inputs());
+
+        // The output projection reads the per-head attention output as (d, h, l, b): the head
+        // merge is the reduction's index order, not a copy.
+        Func merged("merged_heads");
+        Var d("d"), g("g"), l("l"), b("b");
+        merged(d, g, l, b) = a.out(d, l, g, b);
+        ProjectionStage po =
+            define_projection("out_proj", merged, head_dim, num_heads, q_len, wo_t, bo);
+        output = po.result;
+        if (weights) *weights = a.probs;
+
+        set_all_estimates();
+        if (!using_autoscheduler()) {
+            const Target t = get_target();
+            const CpuScheduleKnobs knobs = cpu_knobs();
+            for (ProjectionStage *p : {&pq, &pk, &pv, &po}) schedule_projection_cpu(*p, t, knobs);
+            schedule_attention_cpu(a, t, knobs, weights != nullptr);
+        }
+        (void)d_model;
+    }
+
+private:
+    static Func as_grouped(const Func &x) {
+        Var d("d"), g("g"), l("l"), b("b");
+        Func grouped(x.name() + "_grouped");
+        grouped(d, g, l, b) = x(d, l, b);
+        return grouped;
+    }
+
+    void set_all_estimates() {
+        const int inner = kEstHeads * kEstHeadDim;
+        const int padded = round_up(inner, kWeightPadding);
+        for (auto *x : {&query, &key, &value}) {
+            x->set_estimates({{0, kEstModel}, {0, kEstLen}, {0, kEstBatch}});
+        }
+        for (auto *w : {&wq_t, &wk_t, &wv_t}) w->set_estimates({{0, padded}, {0, kEstModel}});
+        wo_t.set_estimates({{0, round_up(kEstModel, kWeightPadding)}, {0, inner}});
+        for (auto *bias : {&bq, &bk, &bv}) bias->set_estimates({{0, padded}});
+        bo.set_estimates({{0, round_up(kEstModel, kWeightPadding)}});
+        num_heads.set_estimate(kEstHeads);
+        head_dim.set_estimate(kEstHeadDim);
+        scale.set_estimate(0.125f);
+        set_mask_estimates(kEstBatch, kEstHeads, kEstLen, kEstLen);
+        output.set_estimates({{0, kEstModel}, {0, kEstLen}, {0, kEstBatch}});
+        if (weights) {
+            weights->set_estimates({{0, kEstLen}, {0, kEstLen}, {0, kEstHeads}, {0, kEstBatch}});
+        }
+    }
+};
+
+// y(o, l, b) = x(f, l, b) . w(f, o) + bias(o), with w as torch.nn.Linear stores it (row-major
+// [out, in]); the transpose into the projection's (o, f) order is a stage of the pipeline.
+class LinearGenerator : public AttngenGenerator<LinearGenerator> {
+public:
+    Input<Buffer<float, 3>> x{"x"};     // (in, rows, batch)
+    Input<Buffer<float, 2>> w{"w"};     // (in, out)
+    Input<Buffer<float, 1>> bias{"bias"};  // (out)
+    Output<Buffer<float, 3>> y{"y"};    // (out, rows, batch)
+
+    void generate() {
+        require_cpu_target();
+        const Expr in = x.dim(0).extent(), out_features = w.dim(1).extent();
+        Var o("o"), f("f"), d("d"), g("g"), l("l"), b("b");
+        Func w_t("w_t");
+        w_t(o, f) = w(f, clamp(o, 0, out_features - 1));
+        Func bias_clamped("bias_clamped");
+        bias_clamped(o) = bias(clamp(o, 0, out_features - 1));
+        Func grouped("x_grouped");
+        grouped(d, g, l, b) = x(d, l, b);
+        ProjectionStage p =
+            define_projection("linear", grouped, in, 1, x.dim(1).extent(), w_t, bias_clamped);
+        y = p.result;
+
+        x.set_estimates({{0, kEstModel}, {0, kEstLen}, {0, kEstBatch}});
+        w.set_estimates({{0, kEstModel}, {0, kEstModel}});
+        bias.set_estimates({{0, kEstModel}});
+        y.set_estimates({{0, kEstModel}, {0, kEstLen}, {0, kEstBatch}});
+        if (!using_autoscheduler()) {
+            schedule_weight_pack_cpu(w_t, get_target());
+            schedule_projection_cpu(p, get_target(), cpu_knobs());
+        }
+    }
+};
+
+}  // namespace
+}  // namespace attngen
+
+HALIDE_REGISTER_GENERATOR(attngen::SdpaGenerator, attngen_sdpa)
+HALIDE_REGISTER_GENERATOR(attngen::MhaForwardGenerator, attngen_mha_forward)
+HALIDE_REGISTER_GENERATOR(attngen::LinearGenerator, attngen_linear)

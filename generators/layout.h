@@ -1,0 +1,24 @@
+// Facts about data layout shared by the generators and the runtime that calls them.
+// Kept free of Halide so that runtime/ can include it.
+#ifndef ATTNGEN_GENERATORS_LAYOUT_H
+#define ATTNGEN_GENERATORS_LAYOUT_H
+
+namespace attngen {
+
+// The fused MHA kernel takes its projection weights transposed to [in_features, out_features]
+// (Halide: (out, in)), with the out dimension zero-padded to a multiple of this many floats, and
+// biases zero-padded likewise. The padding lets a register tile of the projection run past the
+// last output feature without reading outside the buffer, so its loops need no tail case. Every
+// projection tile width must divide it (the generators check).
+constexpr int kWeightPadding = 64;
+
+// Row reductions (max and sum over keys) keep this many partial results per row, combined at
+// the end. It is part of the algorithm rather than the schedule so that every target adds in
+// the same order; it is a multiple of every vector width in use (NEON 4, AVX2 8, AVX-512 16).
+constexpr int kReductionLanes = 16;
+
+constexpr int round_up(int x, int multiple) { return (x + multiple - 1) / multiple * multiple; }
+
+}  // namespace attngen
+
+#endif  // ATTNGEN_GENERATORS_LAYOUT_H

@@ -1,0 +1,130 @@
+#include "schedule_cpu.h"
+
+#include "layout.h"
+
+namespace attngen {
+
+using namespace Halide;
+
+namespace {
+
+int vector_width(const Target &target) { return target.natural_vector_size<float>(); }
+
+// Parallel tasks over (query block, head, batch): enough of them to fill the cores even at
+// batch 1 with a single head (long sequences), each one small enough to stay in L2.
+Var split_query_blocks(Func f, const Var &row, const Var &h, const Var &b, int query_block) {
+    Var block("block"), row_in_block("row_in_block"), task("task");
+    f.split(row, block, row_in_block, query_block, TailStrategy::GuardWithIf)
+        .fuse(block, h, task)
+        .fuse(task, b, task)
+        .parallel(task);
+    return task;
+}
+
+}  // namespace
+
+void schedule_projection_cpu(ProjectionStage &p, const Target &target,
+                             const CpuScheduleKnobs &knobs) {
+    const int vec = vector_width(target);
+    const int tile_o = knobs.gemm_vectors * vec;
+    if (kWeightPadding % tile_o != 0) {
+        throw CompileError("gemm_vectors * vector width (" + std::to_string(tile_o) +
+                           ") must divide the weight padding (" +
+                           std::to_string(kWeightPadding) + ")");
+    }
+    const int tile_l = knobs.gemm_rows;
+
+    Var oo("oo"), oi("oi"), lo("lo"), li("li"), rows("rows");
+    // Exact tails on the result (it may be an output); the accumulator always covers a whole
+    // register tile, which is safe because weights are padded and input rows are clamped.
+    p.result.compute_root()
+        .tile(p.o, p.l, oo, lo, oi, li, tile_o, tile_l, TailStrategy::GuardWithIf)
+        .reorder(oi, li, oo, lo, p.b)
+        .vectorize(oi, vec, TailStrategy::GuardWithIf)
+        .fuse(lo, p.b, rows)
+        .parallel(rows);
+
+    // The register tile: tile_o / vec vectors by tile_l rows of accumulators, with the
+    // reduction outside it, so each step loads tile_o / vec weight vectors and broadcasts
+    // tile_l inputs into tile_o / vec * tile_l FMAs.
+    Var ov("ov"), ol("ol");
+    p.acc.compute_at(p.result, oo)
+        .bound_extent(p.o, tile_o)
+        .bound_extent(p.l, tile_l)
+        .vectorize(p.o, vec)
+        .unroll(p.l);
+    p.acc.update()
+        .split(p.o, ov, ol, vec)
+        .reorder(ol, ov, p.l, p.r.x, p.r.y)
+        .vectorize(ol)
+        .unroll(ov)
+        .unroll(p.l);
+}
+
+void schedule_weight_pack_cpu(Func pack, const Target &target) {
+    const Var o = pack.args()[0], f = pack.args()[1];
+    pack.compute_root().parallel(f, 8).vectorize(o, vector_width(target));
+}
+
+void schedule_attention_cpu(AttentionStage &a, const Target &target,
+                            const CpuScheduleKnobs &knobs, bool weights_output) {
+    const int vec = vector_width(target);
+    const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
+
+    Var hb("hb");
+    a.k_packed.compute_root().fuse(a.h, a.b, hb).parallel(hb).vectorize(j, vec);
+    a.v_packed.compute_root().fuse(a.h, a.b, hb).parallel(hb).vectorize(c, vec);
+
+    // The softmax stages are computed per query block inside the task loop of the Func that
+    // consumes them, so only query_block x kv_len scores are live per task: memory grows
+    // linearly with sequence length.
+    Func softmax_root = weights_output ? a.probs : a.out;
+    Var task = split_query_blocks(softmax_root, i, h, b, knobs.query_block);
+    if (weights_output) {
+        a.probs.compute_root().vectorize(j, vec, TailStrategy::GuardWithIf);
+    } else {
+        a.probs.compute_at(softmax_root, task).vectorize(j, vec, TailStrategy::GuardWithIf);
+    }
+
+    // Score register tile: score_vectors vectors of keys by score_rows queries, with the dot
+    // product over d outside it.
+    Var jo("jo"), jv("jv"), jl("jl"), io("io"), ii("ii");
+    a.score.compute_at(softmax_root, task).vectorize(j, vec, TailStrategy::RoundUp);
+    a.score.update()
+        .split(j, jo, jv, knobs.score_vectors * vec, TailStrategy::RoundUp)
+        .split(jv, jv, jl, vec)
+        .split(i, io, ii, knobs.score_rows, TailStrategy::RoundUp)
+        .reorder(jl, jv, ii, a.r_dot, jo, io)
+        .vectorize(jl)
+        .unroll(jv)
+        .unroll(ii);
+
+    // Row reductions: kReductionLanes partial results per row, whole vectors.
+    for (Func f : {a.max_lanes, a.sum_lanes}) {
+        f.compute_at(softmax_root, task).vectorize(u, vec);
+        f.update(0).vectorize(u, vec);
+    }
+    a.row_max.compute_at(softmax_root, task);
+    a.row_sum.compute_at(softmax_root, task);
+    // exp_score reads the mask inputs, so its tail must be exact.
+    a.exp_score.compute_at(softmax_root, task).vectorize(j, vec, TailStrategy::GuardWithIf);
+
+    // probs x values register tile: out_vectors vectors of features by out_rows queries, with
+    // the sum over keys outside it.
+    if (weights_output) {
+        task = split_query_blocks(a.out, i, h, b, knobs.query_block);
+    }
+    a.out.compute_root().vectorize(c, vec, TailStrategy::GuardWithIf);
+    Var co("co"), cv("cv"), cl("cl");
+    a.out_acc.compute_at(a.out, task).vectorize(c, vec, TailStrategy::RoundUp);
+    a.out_acc.update()
+        .split(c, co, cv, knobs.out_vectors * vec, TailStrategy::RoundUp)
+        .split(cv, cv, cl, vec)
+        .split(i, io, ii, knobs.out_rows, TailStrategy::RoundUp)
+        .reorder(cl, cv, ii, a.r_keys, co, io)
+        .vectorize(cl)
+        .unroll(cv)
+        .unroll(ii);
+}
+
+}  // namespace attngen

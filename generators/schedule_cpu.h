@@ -1,0 +1,37 @@
+// CPU schedules (x86 and ARM) for the stages of stages.h. The shape of every schedule follows
+// from properties of the target (its vector width); the tile sizes are knobs the generators
+// expose as GeneratorParams, so the autotuner can set them per target.
+#ifndef ATTNGEN_GENERATORS_SCHEDULE_CPU_H
+#define ATTNGEN_GENERATORS_SCHEDULE_CPU_H
+
+#include "Halide.h"
+#include "stages.h"
+
+namespace attngen {
+
+struct CpuScheduleKnobs {
+    int gemm_vectors = 2;  // vectors across output features in a projection register tile
+    int gemm_rows = 6;     // rows in a projection register tile
+    int query_block = 32;  // queries per parallel attention task
+    int score_vectors = 2; // vectors across keys in a score register tile
+    int score_rows = 4;    // queries in a score register tile
+    int out_vectors = 2;   // vectors across value features in a probs x values register tile
+    int out_rows = 4;      // queries in a probs x values register tile
+};
+
+// Schedules result (compute_root, or a pipeline output) and its accumulator.
+void schedule_projection_cpu(ProjectionStage &p, const Halide::Target &target,
+                             const CpuScheduleKnobs &knobs);
+
+// Schedules the attention stages. a.out must be computed at root (it is either a pipeline
+// output or the input of the output projection); when weights_output is true, a.probs is a
+// pipeline output as well.
+void schedule_attention_cpu(AttentionStage &a, const Halide::Target &target,
+                            const CpuScheduleKnobs &knobs, bool weights_output);
+
+// Packs a [out, in] weight into (o, f) order for a projection, at root.
+void schedule_weight_pack_cpu(Halide::Func pack, const Halide::Target &target);
+
+}  // namespace attngen
+
+#endif  // ATTNGEN_GENERATORS_SCHEDULE_CPU_H

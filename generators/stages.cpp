@@ -1,0 +1,120 @@
+#include "stages.h"
+
+#include "layout.h"
+
+namespace attngen {
+
+using namespace Halide;
+
+ProjectionStage define_projection(const std::string &name, const Func &x, const Expr &group_size,
+                                  const Expr &groups, const Expr &rows, const Func &w_t,
+                                  const Func &bias) {
+    ProjectionStage p;
+    p.acc = Func(name + "_acc");
+    p.result = Func(name);
+    p.r = RDom(0, group_size, 0, groups, name + "_r");
+    const Var &o = p.o, &l = p.l, &b = p.b;
+    const Expr row = clamp(l, 0, rows - 1);
+    p.acc(o, l, b) = 0.0f;
+    p.acc(o, l, b) += x(p.r.x, p.r.y, row, b) * w_t(o, p.r.y * group_size + p.r.x);
+    p.result(o, l, b) = p.acc(o, l, b) + bias(o);
+    return p;
+}
+
+Func split_heads(const std::string &name, const Func &projected, const Expr &head_dim) {
+    Var d("d"), l("l"), h("h"), b("b");
+    Func heads(name);
+    heads(d, l, h, b) = projected(h * head_dim + d, l, b);
+    return heads;
+}
+
+AttentionStage define_attention(const Func &q, const Func &k, const Func &v, const Expr &dk,
+                                const Expr &dv, const Expr &q_len, const Expr &kv_len,
+                                const Expr &scale, const MaskInputs &mask) {
+    AttentionStage a;
+    const Var &j = a.j, &i = a.i, &c = a.c, &d = a.d, &h = a.h, &b = a.b, &u = a.u;
+    a.dk = dk;
+    a.dv = dv;
+    a.q_len = q_len;
+    a.kv_len = kv_len;
+
+    // Packing clamps the index a schedule may round up, so whole vectors and register tiles
+    // can run past the last key or value feature without reading outside the inputs.
+    a.k_packed = Func("k_packed");
+    a.k_packed(j, d, h, b) = k(d, clamp(j, 0, kv_len - 1), h, b);
+    a.v_packed = Func("v_packed");
+    a.v_packed(c, j, h, b) = v(clamp(c, 0, dv - 1), j, h, b);
+
+    a.r_dot = RDom(0, dk, "r_dot");
+    a.score = Func("score");
+    a.score(j, i, h, b) = 0.0f;
+    a.score(j, i, h, b) += q(a.r_dot, clamp(i, 0, q_len - 1), h, b) * a.k_packed(j, a.r_dot, h, b);
+
+    const Expr neg_inf = Float(32).min() * 2;  // folds to -inf
+    Func logit("logit"), masked("masked"), masked_logit("masked_logit");
+    // Mask inputs are read at a clamped query row: schedules compute whole register tiles of
+    // rows past q_len, and those rows must not read outside the mask buffers.
+    const Expr row = clamp(i, 0, q_len - 1);
+    logit(j, i, h, b) = a.score(j, i, h, b) * scale +
+                        select(mask.has_additive, mask.additive(j, row, h, b), 0.0f);
+    const Expr causal_limit =
+        select(mask.causal == 1, i, mask.causal == 2, i + (kv_len - q_len), kv_len);
+    // -inf from the additive mask counts as masked, so a row of -inf yields zeros, not NaN.
+    masked(j, i, h, b) = j > causal_limit || j >= mask.kv_lengths(b) ||
+                         (mask.has_bool_mask && mask.bool_mask(j, row, b) != 0) ||
+                         logit(j, i, h, b) == neg_inf;
+    masked_logit(j, i, h, b) = select(masked(j, i, h, b), neg_inf, logit(j, i, h, b));
+
+    // Row reductions keep kReductionLanes partial results (a fixed summation order for every
+    // target, and whole vectors for the schedule), then combine them.
+    const Expr full_groups = kv_len / kReductionLanes;
+    const Expr tail_base = full_groups * kReductionLanes;
+    a.r_lanes_full = RDom(0, full_groups, "r_lanes_full");
+    a.r_lanes_tail = RDom(0, kv_len - tail_base, "r_lanes_tail");
+    a.r_lanes = RDom(0, kReductionLanes, "r_lanes");
+
+    a.max_lanes = Func("max_lanes");
+    a.max_lanes(u, i, h, b) = neg_inf;
+    a.max_lanes(u, i, h, b) =
+        max(a.max_lanes(u, i, h, b),
+            masked_logit(a.r_lanes_full * kReductionLanes + u, i, h, b));
+    a.max_lanes(a.r_lanes_tail, i, h, b) =
+        max(a.max_lanes(a.r_lanes_tail, i, h, b),
+            masked_logit(tail_base + a.r_lanes_tail, i, h, b));
+    a.row_max = Func("row_max");
+    a.row_max(i, h, b) = neg_inf;
+    a.row_max(i, h, b) = max(a.row_max(i, h, b), a.max_lanes(a.r_lanes, i, h, b));
+
+    // fast_exp is a vectorizable polynomial (about 1e-6 relative error) but undefined below
+    // about -87, where exp underflows anyway: clamp there. Arguments are <= 0 after the shift.
+    a.exp_score = Func("exp_score");
+    a.exp_score(j, i, h, b) =
+        select(masked(j, i, h, b), 0.0f,
+               fast_exp(max(masked_logit(j, i, h, b) - a.row_max(i, h, b), -87.0f)));
+
+    a.sum_lanes = Func("sum_lanes");
+    a.sum_lanes(u, i, h, b) = 0.0f;
+    a.sum_lanes(u, i, h, b) += a.exp_score(a.r_lanes_full * kReductionLanes + u, i, h, b);
+    a.sum_lanes(a.r_lanes_tail, i, h, b) += a.exp_score(tail_base + a.r_lanes_tail, i, h, b);
+    a.row_sum = Func("row_sum");
+    a.row_sum(i, h, b) = 0.0f;
+    a.row_sum(i, h, b) += a.sum_lanes(a.r_lanes, i, h, b);
+
+    // A fully masked row has sum 0: its probabilities, and so its output, are 0.
+    a.inv_sum = Func("inv_sum");
+    a.inv_sum(i, h, b) = select(a.row_sum(i, h, b) > 0.0f, 1.0f / a.row_sum(i, h, b), 0.0f);
+    a.probs = Func("probs");
+    a.probs(j, i, h, b) = a.exp_score(j, i, h, b) * a.inv_sum(i, h, b);
+
+    a.r_keys = RDom(0, kv_len, "r_keys");
+    a.out_acc = Func("out_acc");
+    a.out_acc(c, i, h, b) = 0.0f;
+    // probs is read at a clamped row because it may be a pipeline output (the weights), which
+    // cannot grow to cover rows a register tile computes past q_len.
+    a.out_acc(c, i, h, b) += a.probs(a.r_keys, row, h, b) * a.v_packed(c, a.r_keys, h, b);
+    a.out = Func("attention_out");
+    a.out(c, i, h, b) = a.out_acc(c, i, h, b);
+    return a;
+}
+
+}  // namespace attngen

@@ -1,0 +1,78 @@
+// The algorithm of every attention stage, written once. Generators compose these and hand the
+// resulting Funcs to a schedule (schedule_cpu.h); nothing here depends on a target.
+//
+// Halide's dimension 0 is innermost: a row-major [B, L, D] tensor is the Func (d, l, b).
+#ifndef ATTNGEN_GENERATORS_STAGES_H
+#define ATTNGEN_GENERATORS_STAGES_H
+
+#include <string>
+
+#include "Halide.h"
+
+namespace attngen {
+
+// result(o, l, b) = bias(o) + sum_f x(f, l, b) * w_t(o, f), with the input features f split
+// into `groups` groups of `group_size` (f = g * group_size + d) so the output projection can
+// read the per-head attention output directly, without a head-merge copy.
+struct ProjectionStage {
+    Halide::Func acc;     // acc(o, l, b): the reduction, initialised to 0
+    Halide::Func result;  // result(o, l, b) = acc + bias
+    Halide::Var o{"o"}, l{"l"}, b{"b"};
+    Halide::RDom r;
+};
+
+// x(d, g, l, b) is read at rows clamp(l, 0, rows - 1) so that a schedule may compute whole
+// register tiles past the last row without reading outside the input.
+ProjectionStage define_projection(const std::string &name, const Halide::Func &x,
+                                  const Halide::Expr &group_size, const Halide::Expr &groups,
+                                  const Halide::Expr &rows, const Halide::Func &w_t,
+                                  const Halide::Func &bias);
+
+// Head split as an index remap: heads(d, l, h, b) = projected(h * head_dim + d, l, b).
+Halide::Func split_heads(const std::string &name, const Halide::Func &projected,
+                         const Halide::Expr &head_dim);
+
+// Inputs describing the mask; see attngen_mask. Absent parts are fed by the runtime as
+// broadcast buffers and switched off by the has_* flags.
+struct MaskInputs {
+    Halide::Func kv_lengths;  // (b) -> int32
+    Halide::Func bool_mask;   // (j, i, b) -> uint8, nonzero = masked
+    Halide::Func additive;    // (j, i, h, b) -> float
+    Halide::Expr causal;      // 0 none, 1 top-left, 2 bottom-right
+    Halide::Expr has_bool_mask;
+    Halide::Expr has_additive;
+};
+
+// Scaled score, masked softmax and weights x values for projected heads
+// q(d, i, h, b), k(d, j, h, b), v(c, j, h, b).
+struct AttentionStage {
+    Halide::Func k_packed;       // (j, d, h, b): keys transposed so scores vectorize over keys
+    Halide::Func v_packed;       // (c, j, h, b): values, readable past dv for whole vectors
+    Halide::Func score;          // (j, i, h, b): q . k, reduction over d
+    Halide::Func max_lanes;      // (u, i, h, b): per-lane running max of masked logits
+    Halide::Func row_max;        // (i, h, b)
+    Halide::Func exp_score;      // (j, i, h, b): exp(logit - max), 0 where masked
+    Halide::Func sum_lanes;      // (u, i, h, b)
+    Halide::Func row_sum;        // (i, h, b)
+    Halide::Func inv_sum;        // (i, h, b): 1 / sum, or 0 for a fully masked row
+    Halide::Func probs;          // (j, i, h, b): softmax probabilities (the weights output)
+    Halide::Func out_acc;        // (c, i, h, b): sum_j probs * v
+    Halide::Func out;            // (c, i, h, b)
+    Halide::Var j{"j"}, i{"i"}, c{"c"}, d{"d"}, h{"h"}, b{"b"}, u{"u"};
+    Halide::RDom r_dot;          // over dk
+    Halide::RDom r_keys;         // over kv_len
+    Halide::RDom r_lanes_full;   // whole groups of kReductionLanes keys
+    Halide::RDom r_lanes_tail;   // the remaining keys
+    Halide::RDom r_lanes;        // over the partial lanes
+    Halide::Expr dk, dv, q_len, kv_len;
+};
+
+AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k,
+                                const Halide::Func &v, const Halide::Expr &dk,
+                                const Halide::Expr &dv, const Halide::Expr &q_len,
+                                const Halide::Expr &kv_len, const Halide::Expr &scale,
+                                const MaskInputs &mask);
+
+}  // namespace attngen
+
+#endif  // ATTNGEN_GENERATORS_STAGES_H

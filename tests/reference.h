@@ -1,0 +1,103 @@
+// A float64 reference for attngen, written from the math in DESIGN.md with plain loops.
+//
+// It shares nothing with the kernels but the meaning of the C API's structs: inputs are the
+// caller's float tensors, every intermediate and every result is double. Its only job is to
+// be obviously right, so it is slow on purpose and never clever.
+#ifndef ATTNGEN_TESTS_REFERENCE_H
+#define ATTNGEN_TESTS_REFERENCE_H
+
+#include <attngen/attngen.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace attngen_ref {
+
+// y [rows, out_features] = x [rows, in_features] · wᵀ + bias, with w [out_features, in_features]
+// as torch.nn.Linear stores it; bias [out_features] or nullptr.
+std::vector<double> linear(int rows, int in_features, int out_features, const float *x,
+                           const float *w, const float *bias);
+
+// Shapes of one attention problem on projected heads.
+struct SdpaShape {
+    int batch = 1;
+    int heads = 1;
+    int q_len = 1;
+    int kv_len = 1;
+    int dk = 1;
+    int dv = 1;
+};
+
+struct SdpaResult {
+    std::vector<double> out;      // [batch, heads, q_len, dv]
+    std::vector<double> weights;  // [batch, heads, q_len, kv_len]; 0 where masked
+    // Scaled scores plus the additive mask, -inf where a key is masked: [batch, heads, q_len,
+    // kv_len]. Kept so tests can derive rounding bounds and look at what was masked.
+    std::vector<double> logits;
+    // Per (batch, head, query) row: true when every key of the row is masked.
+    std::vector<bool> row_fully_masked;
+};
+
+// True when a mask part other than the additive one hides key j from query i of batch item b.
+// mask may be nullptr (nothing masked).
+bool hard_masked(const attngen_mask *mask, const SdpaShape &shape, int b, int i, int j);
+
+// The additive mask entry for (b, h, i, j), broadcast as the mask says; 0 without one.
+double additive_at(const attngen_mask *mask, const SdpaShape &shape, int b, int h, int i, int j);
+
+// Masked, max-subtracted softmax attention. q [B, H, Lq, dk], k [B, H, Lkv, dk],
+// v [B, H, Lkv, dv]; scale 0 means 1/sqrt(dk). A key is masked when any mask part masks it or
+// its logit is -inf; a row with every key masked gets weights 0 and output 0.
+SdpaResult sdpa(const SdpaShape &shape, const float *q, const float *k, const float *v,
+                const attngen_mask *mask, double scale);
+
+// The same on double inputs, so mha() can feed its projections without rounding them to float.
+SdpaResult sdpa(const SdpaShape &shape, const double *q, const double *k, const double *v,
+                const attngen_mask *mask, double scale);
+
+// Weights of a multi-head attention module, laid out as attngen_mha_set_weights takes them.
+// Biases are ignored unless the config has use_bias set.
+struct MhaWeights {
+    const float *wq = nullptr;  // [H*hd, d_model]
+    const float *wk = nullptr;  // [H*hd, kdim]
+    const float *wv = nullptr;  // [H*hd, vdim]
+    const float *wo = nullptr;  // [d_model, H*hd]
+    const float *bq = nullptr;  // [H*hd]
+    const float *bk = nullptr;  // [H*hd]
+    const float *bv = nullptr;  // [H*hd]
+    const float *bo = nullptr;  // [d_model]
+};
+
+// attngen_mha_config with the zero defaults (kdim, vdim, head_dim) resolved.
+struct MhaDims {
+    int d_model = 0;
+    int num_heads = 0;
+    int kdim = 0;
+    int vdim = 0;
+    int head_dim = 0;
+    bool use_bias = false;
+    int inner() const { return num_heads * head_dim; }
+};
+MhaDims resolve(const attngen_mha_config &config);
+
+struct MhaResult {
+    std::vector<double> out;      // [batch, q_len, d_model]
+    std::vector<double> weights;  // [batch, heads, q_len, kv_len]
+    // Intermediates, in head layout [batch, heads, len, head_dim], for rounding bounds.
+    std::vector<double> q_heads;
+    std::vector<double> k_heads;
+    std::vector<double> v_heads;
+    std::vector<double> attn;  // heads merged, before the output projection: [batch, q_len, H*hd]
+    SdpaResult sdpa;           // the attention on the heads, as sdpa() returned it
+};
+
+// MHA(q, k, v) = concat_h(Attention(q Wq_hᵀ + bq_h, k Wk_hᵀ + bk_h, v Wv_hᵀ + bv_h)) Woᵀ + bo,
+// with scale 1/sqrt(head_dim). query [B, Lq, d_model], key [B, Lkv, kdim],
+// value [B, Lkv, vdim].
+MhaResult mha(const attngen_mha_config &config, const MhaWeights &weights, int batch, int q_len,
+              int kv_len, const float *query, const float *key, const float *value,
+              const attngen_mask *mask);
+
+}  // namespace attngen_ref
+
+#endif  // ATTNGEN_TESTS_REFERENCE_H
