@@ -34,3 +34,26 @@ function(attngen_add_kernel NAME)
                        PARAMS ${ARG_PARAMS}
                        ${autoscheduler})
 endfunction()
+
+# attngen_bundle_static_library(<target> OUTPUT <file.a> LIBRARIES <static targets...>)
+#
+# Merges static libraries into one archive with an ar MRI script.
+function(attngen_bundle_static_library TARGET)
+    cmake_parse_arguments(PARSE_ARGV 1 ARG "" "OUTPUT" "LIBRARIES")
+    set(script "CREATE ${ARG_OUTPUT}\n")
+    set(files "")
+    foreach (lib IN LISTS ARG_LIBRARIES)
+        string(APPEND script "ADDLIB $<TARGET_FILE:${lib}>\n")
+        list(APPEND files "$<TARGET_FILE:${lib}>")
+    endforeach ()
+    string(APPEND script "SAVE\nEND\n")
+    set(script_file "${CMAKE_CURRENT_BINARY_DIR}/${TARGET}.mri")
+    file(GENERATE OUTPUT "${script_file}" CONTENT "${script}")
+    add_custom_command(OUTPUT "${ARG_OUTPUT}"
+                       COMMAND "${CMAKE_COMMAND}" -E rm -f "${ARG_OUTPUT}"
+                       COMMAND sh -c "\"${CMAKE_AR}\" -M < \"${script_file}\""
+                       DEPENDS ${ARG_LIBRARIES} ${files} "${script_file}"
+                       COMMENT "Bundling ${ARG_OUTPUT}"
+                       VERBATIM)
+    add_custom_target(${TARGET} ALL DEPENDS "${ARG_OUTPUT}")
+endfunction()

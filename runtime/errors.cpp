@@ -1,0 +1,97 @@
+#include "errors.h"
+
+#include <HalideRuntime.h>
+
+#include <mutex>
+
+namespace attngen::rt {
+namespace {
+
+thread_local std::string last_error;
+
+void report_halide_error(void *user_context, const char *message) {
+    // A call without our context would be a bug in the runtime; there is nowhere to put the
+    // message, and Halide's fallback would print it, so it is dropped and the status says it.
+    if (user_context == nullptr || message == nullptr) return;
+    auto *context = static_cast<KernelContext *>(user_context);
+    if (!context->messages.empty()) context->messages += "; ";
+    context->messages += message;
+    while (!context->messages.empty() && context->messages.back() == '\n') {
+        context->messages.pop_back();
+    }
+}
+
+attngen_status status_of_halide_code(int code) {
+    switch (code) {
+        case halide_error_code_out_of_memory:
+            return ATTNGEN_ERROR_OUT_OF_MEMORY;
+        case halide_error_code_buffer_allocation_too_large:
+        case halide_error_code_buffer_extents_too_large:
+        case halide_error_code_access_out_of_bounds:
+        case halide_error_code_bad_dimensions:
+        case halide_error_code_buffer_extents_negative:
+        case halide_error_code_param_too_small:
+        case halide_error_code_param_too_large:
+            return ATTNGEN_ERROR_SHAPE;
+        case halide_error_code_copy_to_host_failed:
+        case halide_error_code_copy_to_device_failed:
+        case halide_error_code_device_malloc_failed:
+        case halide_error_code_device_sync_failed:
+        case halide_error_code_device_free_failed:
+        case halide_error_code_no_device_interface:
+        case halide_error_code_device_run_failed:
+        case halide_error_code_gpu_device_error:
+        case halide_error_code_device_interface_no_device:
+        case halide_error_code_device_buffer_copy_failed:
+            return ATTNGEN_ERROR_DEVICE;
+        default:
+            return ATTNGEN_ERROR_INTERNAL;
+    }
+}
+
+}  // namespace
+
+attngen_status fail(attngen_status status, std::string message) {
+    last_error = std::move(message);
+    return status;
+}
+
+void clear_error() { last_error.clear(); }
+
+const char *last_error_message() { return last_error.c_str(); }
+
+void install_halide_error_handler() {
+    static std::once_flag once;
+    std::call_once(once, [] { halide_set_error_handler(report_halide_error); });
+}
+
+attngen_status kernel_failure(const char *kernel, int halide_code, const KernelContext &context) {
+    std::string message = std::string("kernel ") + kernel + " failed (Halide error " +
+                          std::to_string(halide_code) + ")";
+    if (!context.messages.empty()) message += ": " + context.messages;
+    return fail(status_of_halide_code(halide_code), std::move(message));
+}
+
+}  // namespace attngen::rt
+
+extern "C" const char *attngen_last_error(void) { return attngen::rt::last_error_message(); }
+
+extern "C" const char *attngen_status_string(attngen_status s) {
+    switch (s) {
+        case ATTNGEN_OK:
+            return "ATTNGEN_OK";
+        case ATTNGEN_ERROR_INVALID_ARGUMENT:
+            return "ATTNGEN_ERROR_INVALID_ARGUMENT";
+        case ATTNGEN_ERROR_SHAPE:
+            return "ATTNGEN_ERROR_SHAPE";
+        case ATTNGEN_ERROR_UNSUPPORTED:
+            return "ATTNGEN_ERROR_UNSUPPORTED";
+        case ATTNGEN_ERROR_DEVICE:
+            return "ATTNGEN_ERROR_DEVICE";
+        case ATTNGEN_ERROR_OUT_OF_MEMORY:
+            return "ATTNGEN_ERROR_OUT_OF_MEMORY";
+        case ATTNGEN_ERROR_INTERNAL:
+            return "ATTNGEN_ERROR_INTERNAL";
+    }
+    return "ATTNGEN_ERROR_UNKNOWN_STATUS";
+}

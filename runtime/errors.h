@@ -1,0 +1,58 @@
+// Error reporting of the C API: a thread-local message per failure, and the bridge that turns
+// Halide's runtime errors into attngen_status instead of letting them print or abort.
+#ifndef ATTNGEN_RUNTIME_ERRORS_H
+#define ATTNGEN_RUNTIME_ERRORS_H
+
+#include <attngen/attngen.h>
+
+#include <exception>
+#include <new>
+#include <string>
+
+namespace attngen::rt {
+
+// Records message as this thread's last error and returns status.
+attngen_status fail(attngen_status status, std::string message);
+
+// Marks this thread's last call as successful.
+void clear_error();
+
+// This thread's last message ("" after a success).
+const char *last_error_message();
+
+// Passed as the user context of every kernel call; Halide's error handler appends to it.
+struct KernelContext {
+    std::string messages;
+};
+
+// Makes Halide report errors to the KernelContext of the failing call. Idempotent.
+void install_halide_error_handler();
+
+// Maps a kernel's return code (and what its context collected) to a status and message.
+attngen_status kernel_failure(const char *kernel, int halide_code, const KernelContext &context);
+
+// Runs the body of a C entry point: no exception crosses the C API, an allocation failure is
+// ATTNGEN_ERROR_OUT_OF_MEMORY and anything else ATTNGEN_ERROR_INTERNAL.
+template <typename Body>
+attngen_status guard_entry_point(const char *function, Body &&body) noexcept {
+    try {
+        return body();
+    } catch (const std::bad_alloc &) {
+        return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, std::string(function) + ": out of host memory");
+    } catch (const std::exception &e) {
+        return fail(ATTNGEN_ERROR_INTERNAL, std::string(function) + ": " + e.what());
+    } catch (...) {
+        return fail(ATTNGEN_ERROR_INTERNAL, std::string(function) + ": unknown exception");
+    }
+}
+
+}  // namespace attngen::rt
+
+// Returns from the calling function when expr yields a status other than ATTNGEN_OK.
+#define ATTNGEN_RETURN_IF_ERROR(expr)                         \
+    do {                                                      \
+        const attngen_status attngen_status_ = (expr);        \
+        if (attngen_status_ != ATTNGEN_OK) return attngen_status_; \
+    } while (0)
+
+#endif  // ATTNGEN_RUNTIME_ERRORS_H

@@ -1,0 +1,50 @@
+// Kernels write into staging memory that is copied to the caller's buffer only when the kernel
+// succeeded, so a failure part-way (out of memory, a device error) leaves the caller's output
+// untouched. The copy is O(output) against a kernel that is O(output x reduction length).
+#ifndef ATTNGEN_RUNTIME_STAGED_OUTPUT_H
+#define ATTNGEN_RUNTIME_STAGED_OUTPUT_H
+
+#include <attngen/attngen.h>
+
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "errors.h"
+
+namespace attngen::rt {
+
+class StagedOutput {
+public:
+    // A null destination stages nothing (an optional output that was not requested).
+    StagedOutput(float *destination, size_t elements)
+        : destination_(destination), elements_(elements) {}
+
+    // Allocates the staging memory; fails with ATTNGEN_ERROR_OUT_OF_MEMORY.
+    attngen_status allocate(const char *name) {
+        if (destination_ == nullptr) return ATTNGEN_OK;
+        staging_.reset(new (std::nothrow) float[elements_]);
+        if (staging_) return ATTNGEN_OK;
+        return fail(ATTNGEN_ERROR_OUT_OF_MEMORY,
+                    std::string("cannot allocate ") + std::to_string(elements_ * sizeof(float)) +
+                        " bytes to stage " + name);
+    }
+
+    float *data() const { return staging_.get(); }
+
+    void commit() const {
+        if (destination_ != nullptr) {
+            std::memcpy(destination_, staging_.get(), elements_ * sizeof(float));
+        }
+    }
+
+private:
+    float *destination_;
+    size_t elements_;
+    std::unique_ptr<float[]> staging_;
+};
+
+}  // namespace attngen::rt
+
+#endif  // ATTNGEN_RUNTIME_STAGED_OUTPUT_H

@@ -1,0 +1,61 @@
+// halide_buffer_t views of the caller's row-major tensors, built without copying.
+#ifndef ATTNGEN_RUNTIME_TENSOR_BUFFER_H
+#define ATTNGEN_RUNTIME_TENSOR_BUFFER_H
+
+#include <HalideRuntime.h>
+
+#include <array>
+#include <cstdint>
+
+namespace attngen::rt {
+
+template <typename T>
+halide_type_t halide_type_for();
+template <>
+inline halide_type_t halide_type_for<float>() { return halide_type_t(halide_type_float, 32); }
+template <>
+inline halide_type_t halide_type_for<int32_t>() { return halide_type_t(halide_type_int, 32); }
+template <>
+inline halide_type_t halide_type_for<uint8_t>() { return halide_type_t(halide_type_uint, 8); }
+
+// A dense row-major tensor seen as a Halide buffer: shape is outermost first, as in the C API,
+// and becomes Halide dimensions innermost first. A dimension marked broadcast has stride 0, so
+// one slice serves every index (a mask of batch 1 used for every batch item, or a single
+// neutral element standing in for an absent mask).
+template <typename T, int N>
+class TensorBuffer {
+public:
+    TensorBuffer(const T *data, const std::array<int32_t, N> &shape,
+                 const std::array<bool, N> &broadcast = {}) {
+        int32_t stride = 1;
+        for (int k = N - 1; k >= 0; --k) {
+            halide_dimension_t &dim = dims_[N - 1 - k];
+            dim.min = 0;
+            dim.extent = shape[k];
+            dim.stride = broadcast[k] ? 0 : stride;
+            dim.flags = 0;
+            if (!broadcast[k]) stride *= shape[k];
+        }
+        buffer_.device = 0;
+        buffer_.device_interface = nullptr;
+        // Kernels never write inputs; halide_buffer_t has no const host pointer.
+        buffer_.host = reinterpret_cast<uint8_t *>(const_cast<T *>(data));
+        buffer_.flags = 0;
+        buffer_.type = halide_type_for<T>();
+        buffer_.dimensions = N;
+        buffer_.dim = dims_.data();
+        buffer_.padding = nullptr;
+    }
+    TensorBuffer(const TensorBuffer &) = delete;
+    TensorBuffer &operator=(const TensorBuffer &) = delete;
+
+    halide_buffer_t *get() { return &buffer_; }
+
+private:
+    std::array<halide_dimension_t, N> dims_{};
+    halide_buffer_t buffer_{};
+};
+
+}  // namespace attngen::rt
+
+#endif  // ATTNGEN_RUNTIME_TENSOR_BUFFER_H

@@ -1,0 +1,27 @@
+// Argument checks shared by the entry points. Each returns ATTNGEN_OK or records a message
+// naming the argument (and the expected and actual values) and returns the status.
+#ifndef ATTNGEN_RUNTIME_VALIDATE_H
+#define ATTNGEN_RUNTIME_VALIDATE_H
+
+#include <attngen/attngen.h>
+
+#include <cstdint>
+#include <initializer_list>
+
+namespace attngen::rt {
+
+attngen_status require_not_null(const void *pointer, const char *name);
+attngen_status require_positive(int64_t value, const char *name);
+
+// Halide indexes buffers with 32-bit integers: a tensor of more than 2^31 - 1 bytes cannot be
+// passed to a kernel.
+attngen_status require_addressable(const char *name, std::initializer_list<int64_t> shape,
+                                   int64_t element_size);
+
+// Checks every part of a mask against the problem's sizes (mask may be NULL).
+attngen_status validate_mask(const attngen_mask *mask, int32_t batch, int32_t heads,
+                             int32_t q_len, int32_t kv_len);
+
+}  // namespace attngen::rt
+
+#endif  // ATTNGEN_RUNTIME_VALIDATE_H

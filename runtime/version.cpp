@@ -1,0 +1,3 @@
+#include <attngen/attngen.h>
+
+extern "C" const char *attngen_version(void) { return ATTNGEN_VERSION_STRING; }

@@ -1,0 +1,178 @@
+#include "error_bounds.h"
+
+#include "test_util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+namespace attngen_test {
+namespace {
+
+constexpr double u = kFloatUnitRoundoff;
+
+std::vector<float> Abs(const float *x, size_t n) {
+    std::vector<float> a(n);
+    for (size_t i = 0; i < n; ++i) a[i] = std::fabs(x[i]);  // exact in float
+    return a;
+}
+
+// [B, L, H*hd] -> [B, H, L, hd]
+std::vector<double> SplitHeads(const std::vector<double> &x, int batch, int len, int heads,
+                               int head_dim) {
+    std::vector<double> y(x.size());
+    for (int b = 0; b < batch; ++b)
+        for (int l = 0; l < len; ++l)
+            for (int h = 0; h < heads; ++h)
+                for (int d = 0; d < head_dim; ++d)
+                    y[((size_t(b) * heads + h) * len + l) * head_dim + d] =
+                        x[(size_t(b) * len + l) * heads * head_dim + size_t(h) * head_dim + d];
+    return y;
+}
+
+// Bound of each projected element: the sum of |x w| over in_features products plus the bias.
+std::vector<double> ProjectionErrors(int rows, int in, int out, const float *x, const float *w,
+                                     const float *bias) {
+    return LinearErrorBounds(rows, in, out, x, w, bias);
+}
+
+}  // namespace
+
+std::vector<double> LinearErrorBounds(int rows, int in, int out, const float *x, const float *w,
+                                      const float *bias) {
+    const std::vector<float> ax = Abs(x, size_t(rows) * in);
+    const std::vector<float> aw = Abs(w, size_t(out) * in);
+    const std::vector<float> ab = bias ? Abs(bias, out) : std::vector<float>();
+    std::vector<double> bound =
+        attngen_ref::linear(rows, in, out, ax.data(), aw.data(), bias ? ab.data() : nullptr);
+    for (double &b : bound) b = SumErrorBound(in + 1, b);  // in products plus the bias
+    return bound;
+}
+
+AttentionBounds AttentionErrorBounds(const attngen_ref::SdpaShape &s, const double *q,
+                                     const double *k, const double *v, const double *q_error,
+                                     const double *k_error, const double *v_error, double scale,
+                                     const attngen_ref::SdpaResult &ref) {
+    const double abs_scale = std::fabs(scale);
+    const size_t rows = size_t(s.batch) * s.heads * s.q_len;
+    AttentionBounds r;
+    r.weights.assign(rows * s.kv_len, 0.0);
+    r.out.assign(rows * s.dv, 0.0);
+
+    std::vector<double> score_error(s.kv_len);
+    for (size_t row = 0; row < rows; ++row) {
+        if (ref.row_fully_masked[row]) continue;  // must be exactly 0
+        const size_t bh = row / s.q_len;          // (batch, head) of this row
+        const double *qi = q + row * s.dk;
+        const double *qe = q_error ? q_error + row * s.dk : nullptr;
+        const double *logit = &ref.logits[row * s.kv_len];
+        const double *p = &ref.weights[row * s.kv_len];
+
+        double row_max = -INFINITY;
+        for (int j = 0; j < s.kv_len; ++j) row_max = std::max(row_max, logit[j]);
+
+        // Error of each logit as the kernel sees it, in the units of the exponent.
+        double expected_error = 0.0;  // sum_j p_j e_j
+        for (int j = 0; j < s.kv_len; ++j) {
+            if (std::isinf(logit[j])) continue;  // masked
+            const size_t kj = (bh * s.kv_len + j) * s.dk;
+            double abs_dot = 0.0, carried = 0.0;
+            for (int d = 0; d < s.dk; ++d) {
+                const double aq = std::fabs(qi[d]), ak = std::fabs(k[kj + d]);
+                const double eq = qe ? qe[d] : 0.0, ek = k_error ? k_error[kj + d] : 0.0;
+                abs_dot += aq * ak;
+                carried += eq * ak + aq * ek + eq * ek;
+            }
+            score_error[j] = SumErrorBound(s.dk, abs_scale * abs_dot)  // the dot product
+                             + 2 * u * abs_scale * abs_dot             // a float scale, its product
+                             + abs_scale * carried                     // errors in q and k
+                             + 2 * u * (std::fabs(logit[j]) + std::fabs(row_max))  // + mask, - max
+                             + kFastExpRelError;  // exp's relative error acts like one in the logit
+            expected_error += p[j] * score_error[j];
+        }
+
+        // softmax: dp_j = p_j (de_j - sum_i p_i de_i), so |dp_j| <= p_j (e_j (1 - 2 p_j) + E);
+        // the normalizing sum of kv_len positive terms and the division add their own rounding.
+        const double normalize = SumErrorBound(s.kv_len, 1.0) + u;
+        double *wb = &r.weights[row * s.kv_len];
+        for (int j = 0; j < s.kv_len; ++j) {
+            if (std::isinf(logit[j])) continue;  // masked: must be exactly 0
+            const double dp =
+                p[j] * (score_error[j] * (1 - 2 * p[j]) + expected_error) + p[j] * normalize;
+            wb[j] = kProbabilityFloor + kSecondOrderSafety * dp;
+        }
+
+        // out_c = sum_j p_j v_jc: the allowed error of each weight times |v|, the errors v
+        // carries, and the rounding of the sum itself.
+        for (int c = 0; c < s.dv; ++c) {
+            double carried = 0.0, abs_sum = 0.0;
+            for (int j = 0; j < s.kv_len; ++j) {
+                if (std::isinf(logit[j])) continue;
+                const size_t vj = (bh * s.kv_len + j) * s.dv + c;
+                const double av = std::fabs(v[vj]);
+                carried += (wb[j] + kRelTol * p[j]) * av + p[j] * (v_error ? v_error[vj] : 0.0);
+                abs_sum += p[j] * av;
+            }
+            r.out[row * s.dv + c] = carried + SumErrorBound(s.kv_len, abs_sum);
+        }
+    }
+    return r;
+}
+
+MhaBounds MhaErrorBounds(const attngen_mha_config &config, const attngen_ref::MhaWeights &w,
+                         int batch, int q_len, int kv_len, const float *query, const float *key,
+                         const float *value, const attngen_ref::MhaResult &ref) {
+    const attngen_ref::MhaDims d = attngen_ref::resolve(config);
+    const int inner = d.inner();
+    const bool bias = d.use_bias;
+
+    const std::vector<double> q_error = SplitHeads(
+        ProjectionErrors(batch * q_len, d.d_model, inner, query, w.wq, bias ? w.bq : nullptr),
+        batch, q_len, d.num_heads, d.head_dim);
+    const std::vector<double> k_error = SplitHeads(
+        ProjectionErrors(batch * kv_len, d.kdim, inner, key, w.wk, bias ? w.bk : nullptr), batch,
+        kv_len, d.num_heads, d.head_dim);
+    const std::vector<double> v_error = SplitHeads(
+        ProjectionErrors(batch * kv_len, d.vdim, inner, value, w.wv, bias ? w.bv : nullptr),
+        batch, kv_len, d.num_heads, d.head_dim);
+
+    attngen_ref::SdpaShape s;
+    s.batch = batch;
+    s.heads = d.num_heads;
+    s.q_len = q_len;
+    s.kv_len = kv_len;
+    s.dk = d.head_dim;
+    s.dv = d.head_dim;
+    const AttentionBounds a = AttentionErrorBounds(
+        s, ref.q_heads.data(), ref.k_heads.data(), ref.v_heads.data(), q_error.data(),
+        k_error.data(), v_error.data(), 1.0 / std::sqrt(double(d.head_dim)), ref.sdpa);
+
+    // Allowed error of each merged attention value [B, Lq, H*hd], relative part included.
+    std::vector<double> attn_allowed(size_t(batch) * q_len * inner);
+    for (int b = 0; b < batch; ++b)
+        for (int h = 0; h < d.num_heads; ++h)
+            for (int i = 0; i < q_len; ++i)
+                for (int c = 0; c < d.head_dim; ++c) {
+                    const size_t from = ((size_t(b) * d.num_heads + h) * q_len + i) * d.head_dim + c;
+                    attn_allowed[(size_t(b) * q_len + i) * inner + size_t(h) * d.head_dim + c] =
+                        a.out[from] + kRelTol * std::fabs(ref.sdpa.out[from]);
+                }
+
+    MhaBounds r;
+    r.weights = a.weights;
+    r.out.assign(size_t(batch) * q_len * d.d_model, 0.0);
+    for (int row = 0; row < batch * q_len; ++row) {
+        for (int o = 0; o < d.d_model; ++o) {
+            double carried = 0.0, abs_sum = bias ? std::fabs(double(w.bo[o])) : 0.0;
+            for (int c = 0; c < inner; ++c) {
+                const double aw = std::fabs(double(w.wo[size_t(o) * inner + c]));
+                carried += aw * attn_allowed[size_t(row) * inner + c];
+                abs_sum += aw * std::fabs(ref.attn[size_t(row) * inner + c]);
+            }
+            r.out[size_t(row) * d.d_model + o] = carried + SumErrorBound(inner + 1, abs_sum);
+        }
+    }
+    return r;
+}
+
+}  // namespace attngen_test

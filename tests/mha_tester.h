@@ -1,0 +1,251 @@
+// MhaTester: builds one multi-head attention module and one forward call, runs them through the
+// C API (create, set_weights, forward) and checks out and weights against the float64
+// reference, e.g.
+//
+//   MhaTester().d_model(16).num_heads(3).head_dim(5).kdim(7).batch(2).q_len(4).kv_len(6)
+//       .kv_lengths({6, 2}).with_weights(true).Test();
+#ifndef ATTNGEN_TESTS_MHA_TESTER_H
+#define ATTNGEN_TESTS_MHA_TESTER_H
+
+#include "error_bounds.h"
+#include "reference.h"
+#include "test_util.h"
+
+#include <attngen/attngen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace attngen_test {
+
+class MhaTester {
+public:
+    MhaTester &d_model(int v) { return config_.d_model = v, *this; }
+    MhaTester &num_heads(int v) { return config_.num_heads = v, *this; }
+    MhaTester &kdim(int v) { return config_.kdim = v, *this; }
+    MhaTester &vdim(int v) { return config_.vdim = v, *this; }
+    MhaTester &head_dim(int v) { return config_.head_dim = v, *this; }
+    MhaTester &use_bias(bool b) { return config_.use_bias = b ? 1 : 0, *this; }
+    MhaTester &device(attngen_device d) { return config_.device = d, *this; }
+
+    MhaTester &batch(int v) { return batch_ = v, *this; }
+    MhaTester &q_len(int v) { return q_len_ = v, *this; }
+    MhaTester &kv_len(int v) { return kv_len_ = v, *this; }
+
+    MhaTester &causal(attngen_causal c) { return causal_ = c, *this; }
+    MhaTester &kv_lengths(std::vector<int32_t> lengths) {
+        return kv_lengths_ = std::move(lengths), *this;
+    }
+    // Random boolean mask of mask_batch (1 or batch) items; 0 = none.
+    MhaTester &bool_mask(int mask_batch, double density = 0.3) {
+        return bool_mask_batch_ = mask_batch, bool_density_ = density, *this;
+    }
+    // Random additive mask [add_batch, add_heads, q_len, kv_len] in [-2, 2) with some -inf.
+    MhaTester &additive(int add_batch, int add_heads, double neg_inf_fraction = 0.1) {
+        additive_batch_ = add_batch;
+        additive_heads_ = add_heads;
+        neg_inf_fraction_ = neg_inf_fraction;
+        return *this;
+    }
+    MhaTester &with_weights(bool w) { return with_weights_ = w, *this; }
+    MhaTester &seed(uint32_t s) { return seed_ = s, *this; }
+    // key and value are the same tensor (the tutorials' k = v); needs kdim == vdim.
+    MhaTester &same_key_value(bool s) { return same_key_value_ = s, *this; }
+    // Self-attention: query, key and value are one tensor; needs kv_len == q_len and
+    // kdim == vdim == d_model.
+    MhaTester &self_attention(bool s) { return self_attention_ = s, *this; }
+
+    attngen_mha_config config() const { return config_; }
+    attngen_ref::MhaDims dims() const { return attngen_ref::resolve(config_); }
+    int batch() const { return batch_; }
+    int q_len() const { return q_len_; }
+    int kv_len() const { return kv_len_; }
+
+    // Weights of the module in torch.nn.Linear layout, drawn as torch initializes them
+    // (uniform in +-1/sqrt(in_features)), with nonzero biases so that they show in results.
+    struct Model {
+        attngen_mha_config config{};
+        std::vector<float> wq, wk, wv, wo, bq, bk, bv, bo;
+        attngen_ref::MhaWeights ref() const {
+            attngen_ref::MhaWeights w;
+            w.wq = wq.data(), w.wk = wk.data(), w.wv = wv.data(), w.wo = wo.data();
+            if (config.use_bias) {
+                w.bq = bq.data(), w.bk = bk.data(), w.bv = bv.data(), w.bo = bo.data();
+            }
+            return w;
+        }
+        attngen_status SetWeights(attngen_mha *m) const {
+            const bool b = config.use_bias != 0;
+            return attngen_mha_set_weights(m, wq.data(), wk.data(), wv.data(), wo.data(),
+                                           b ? bq.data() : nullptr, b ? bk.data() : nullptr,
+                                           b ? bv.data() : nullptr, b ? bo.data() : nullptr);
+        }
+    };
+
+    Model MakeModel() const {
+        Model m;
+        m.config = config_;
+        const attngen_ref::MhaDims d = dims();
+        const int inner = d.inner();
+        Rng rng(seed_ ^ 0x5eed0001u);  // independent of the inputs' stream
+        auto init = [&](size_t out, int in) {
+            const float bound = 1.0f / std::sqrt(float(in));
+            return rng.Uniform(out * size_t(in), -bound, bound);
+        };
+        m.wq = init(inner, d.d_model);
+        m.wk = init(inner, d.kdim);
+        m.wv = init(inner, d.vdim);
+        m.wo = init(d.d_model, inner);
+        if (d.use_bias) {
+            m.bq = rng.Uniform(inner, -0.5f, 0.5f);
+            m.bk = rng.Uniform(inner, -0.5f, 0.5f);
+            m.bv = rng.Uniform(inner, -0.5f, 0.5f);
+            m.bo = rng.Uniform(d.d_model, -0.5f, 0.5f);
+        }
+        return m;
+    }
+
+    // Inputs, mask and outputs of one forward call. mask points into the run's own vectors, so
+    // a run moves but never copies.
+    struct Run {
+        Run() = default;
+        Run(Run &&) = default;
+        Run &operator=(Run &&) = default;
+        Run(const Run &) = delete;
+        Run &operator=(const Run &) = delete;
+
+        std::vector<float> query, key, value;
+        const float *key_ptr = nullptr;    // key.data(), or query's when shared
+        const float *value_ptr = nullptr;  // value.data(), or key's or query's when shared
+        std::vector<int32_t> kv_lengths;
+        std::vector<uint8_t> bool_mask;
+        std::vector<float> additive;
+        attngen_mask mask{};
+        std::vector<float> out, weights;  // NaN before the call; weights empty unless requested
+        attngen_status status = ATTNGEN_OK;
+    };
+
+    Run Prepare(uint32_t input_seed) const {
+        Run r;
+        Rng rng(input_seed);
+        const attngen_ref::MhaDims d = dims();
+        r.query = rng.Uniform(size_t(batch_) * q_len_ * d.d_model, -1.0f, 1.0f);
+        if (!self_attention_) {
+            r.key = rng.Uniform(size_t(batch_) * kv_len_ * d.kdim, -1.0f, 1.0f);
+            if (!same_key_value_) {
+                r.value = rng.Uniform(size_t(batch_) * kv_len_ * d.vdim, -1.0f, 1.0f);
+            }
+        }
+        r.key_ptr = self_attention_ ? r.query.data() : r.key.data();
+        r.value_ptr = self_attention_ ? r.query.data()
+                      : same_key_value_ ? r.key.data()
+                                        : r.value.data();
+
+        r.mask.causal = causal_;
+        r.kv_lengths = kv_lengths_;
+        r.mask.kv_lengths = r.kv_lengths.empty() ? nullptr : r.kv_lengths.data();
+        if (bool_mask_batch_ > 0) {
+            r.bool_mask.resize(size_t(bool_mask_batch_) * q_len_ * kv_len_);
+            for (uint8_t &m : r.bool_mask) m = rng.Bernoulli(bool_density_) ? 1 : 0;
+            r.mask.bool_mask = r.bool_mask.data();
+            r.mask.bool_mask_batch = bool_mask_batch_;
+        }
+        if (additive_batch_ > 0) {
+            r.additive.resize(size_t(additive_batch_) * additive_heads_ * q_len_ * kv_len_);
+            for (float &a : r.additive) {
+                a = rng.Bernoulli(neg_inf_fraction_) ? -std::numeric_limits<float>::infinity()
+                                                     : rng.Uniform(-2.0f, 2.0f);
+            }
+            r.mask.additive = r.additive.data();
+            r.mask.additive_batch = additive_batch_;
+            r.mask.additive_heads = additive_heads_;
+        }
+        r.out = NaNs(size_t(batch_) * q_len_ * d.d_model);
+        if (with_weights_) r.weights = NaNs(size_t(batch_) * d.num_heads * q_len_ * kv_len_);
+        return r;
+    }
+
+    void Call(attngen_mha *m, Run &r) const {
+        r.status = attngen_mha_forward(m, batch_, q_len_, kv_len_, r.query.data(), r.key_ptr,
+                                       r.value_ptr, &r.mask, r.out.data(),
+                                       with_weights_ ? r.weights.data() : nullptr);
+    }
+
+    // Compares a successful run with the reference.
+    void Check(const Model &model, const Run &r) const {
+        const attngen_ref::MhaDims d = dims();
+        const attngen_ref::MhaWeights w = model.ref();
+        const attngen_ref::MhaResult ref =
+            attngen_ref::mha(config_, w, batch_, q_len_, kv_len_, r.query.data(), r.key_ptr,
+                             r.value_ptr, &r.mask);
+        const MhaBounds bounds = MhaErrorBounds(config_, w, batch_, q_len_, kv_len_,
+                                                r.query.data(), r.key_ptr, r.value_ptr, ref);
+        const std::string reason =
+            "atol: fp32 rounding bound of this element propagated through projections, "
+            "softmax and output projection (error_bounds.h); rtol: fast exp and fp32 sums in "
+            "any order";
+        EXPECT_TRUE(AllClose("out", {batch_, q_len_, d.d_model}, ref.out, r.out.data(),
+                             {bounds.out, kRelTol, reason}));
+        if (with_weights_) {
+            EXPECT_TRUE(AllClose("weights", {batch_, d.num_heads, q_len_, kv_len_}, ref.weights,
+                                 r.weights.data(), {bounds.weights, kRelTol, reason}));
+        }
+    }
+
+    void Test() const {
+        SCOPED_TRACE(Describe());
+        attngen_mha *raw = nullptr;
+        ASSERT_EQ(attngen_mha_create(&config_, &raw), ATTNGEN_OK) << attngen_last_error();
+        MhaHandle handle(raw);
+        ASSERT_NE(handle, nullptr);
+        const Model model = MakeModel();
+        ASSERT_EQ(model.SetWeights(handle.get()), ATTNGEN_OK) << attngen_last_error();
+
+        Run r = Prepare(seed_);
+        const Run pristine = Prepare(seed_);
+        Call(handle.get(), r);
+        ASSERT_EQ(r.status, ATTNGEN_OK) << attngen_last_error();
+        EXPECT_STREQ(attngen_last_error(), "") << "a successful call leaves no error behind";
+        EXPECT_TRUE(BitIdentical("query (input)", r.query, pristine.query));
+        EXPECT_TRUE(BitIdentical("key (input)", r.key, pristine.key));
+        EXPECT_TRUE(BitIdentical("value (input)", r.value, pristine.value));
+        Check(model, r);
+    }
+
+    std::string Describe() const {
+        const attngen_ref::MhaDims d = dims();
+        std::ostringstream s;
+        s << "MhaTester: seed " << seed_ << ", d_model " << d.d_model << ", num_heads "
+          << d.num_heads << ", kdim " << d.kdim << ", vdim " << d.vdim << ", head_dim "
+          << d.head_dim << ", bias " << d.use_bias << ", batch " << batch_ << ", q_len " << q_len_
+          << ", kv_len " << kv_len_ << ", causal " << int(causal_) << ", kv_lengths "
+          << (kv_lengths_.empty() ? "none" : ::testing::PrintToString(kv_lengths_))
+          << ", bool_mask_batch " << bool_mask_batch_ << ", additive " << additive_batch_ << "x"
+          << additive_heads_ << ", weights " << with_weights_ << ", self " << self_attention_
+          << ", same kv " << same_key_value_;
+        return s.str();
+    }
+
+private:
+    attngen_mha_config config_{8, 2, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
+    int batch_ = 1, q_len_ = 3, kv_len_ = 4;
+    attngen_causal causal_ = ATTNGEN_CAUSAL_NONE;
+    std::vector<int32_t> kv_lengths_;
+    int bool_mask_batch_ = 0;
+    double bool_density_ = 0.3;
+    int additive_batch_ = 0, additive_heads_ = 0;
+    double neg_inf_fraction_ = 0.1;
+    bool with_weights_ = true;
+    uint32_t seed_ = DefaultSeed();
+    bool same_key_value_ = false;
+    bool self_attention_ = false;
+};
+
+}  // namespace attngen_test
+
+#endif  // ATTNGEN_TESTS_MHA_TESTER_H

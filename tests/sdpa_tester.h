@@ -1,0 +1,243 @@
+// SdpaTester: builds one attngen_sdpa problem, runs it through the C API and checks out and
+// weights against the float64 reference, e.g.
+//
+//   SdpaTester().batch(2).heads(3).q_len(5).kv_len(7).dk(9).dv(4)
+//       .causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT).bool_mask(1).additive(2, 1).with_weights(true)
+//       .Test();
+#ifndef ATTNGEN_TESTS_SDPA_TESTER_H
+#define ATTNGEN_TESTS_SDPA_TESTER_H
+
+#include "error_bounds.h"
+#include "reference.h"
+#include "test_util.h"
+
+#include <attngen/attngen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace attngen_test {
+
+class SdpaTester {
+public:
+    SdpaTester &batch(int v) { return shape_.batch = v, *this; }
+    SdpaTester &heads(int v) { return shape_.heads = v, *this; }
+    SdpaTester &q_len(int v) { return shape_.q_len = v, *this; }
+    SdpaTester &kv_len(int v) { return shape_.kv_len = v, *this; }
+    SdpaTester &dk(int v) { return shape_.dk = v, *this; }
+    SdpaTester &dv(int v) { return shape_.dv = v, *this; }
+
+    SdpaTester &causal(attngen_causal c) { return causal_ = c, *this; }
+    // One valid length per batch item; empty = no key padding.
+    SdpaTester &kv_lengths(std::vector<int32_t> lengths) {
+        return kv_lengths_ = std::move(lengths), *this;
+    }
+    // A random boolean mask of mask_batch (1 or batch) items, each entry masked with
+    // probability density; mask_batch 0 = none.
+    SdpaTester &bool_mask(int mask_batch, double density = 0.3) {
+        bool_mask_batch_ = mask_batch;
+        bool_density_ = density;
+        return *this;
+    }
+    // An explicit boolean mask [mask_batch, q_len, kv_len].
+    SdpaTester &bool_mask_values(int mask_batch, std::vector<uint8_t> values) {
+        bool_mask_batch_ = mask_batch;
+        bool_values_ = std::move(values);
+        return *this;
+    }
+    // A random additive mask [add_batch, add_heads, q_len, kv_len] in [-2, 2), an entry being
+    // -inf with probability neg_inf_fraction; add_batch 0 = none.
+    SdpaTester &additive(int add_batch, int add_heads, double neg_inf_fraction = 0.1) {
+        additive_batch_ = add_batch;
+        additive_heads_ = add_heads;
+        neg_inf_fraction_ = neg_inf_fraction;
+        return *this;
+    }
+    SdpaTester &additive_values(int add_batch, int add_heads, std::vector<float> values) {
+        additive_batch_ = add_batch;
+        additive_heads_ = add_heads;
+        additive_values_ = std::move(values);
+        return *this;
+    }
+    SdpaTester &scale(float s) { return scale_ = s, *this; }
+    SdpaTester &with_weights(bool w) { return with_weights_ = w, *this; }
+    SdpaTester &seed(uint32_t s) { return seed_ = s, *this; }
+    // Range of the random q and k entries (v keeps its own): large ranges give large logits.
+    SdpaTester &qk_range(float lo, float hi) { return qk_lo_ = lo, qk_hi_ = hi, *this; }
+    SdpaTester &v_range(float lo, float hi) { return v_lo_ = lo, v_hi_ = hi, *this; }
+    // Explicit inputs instead of random ones.
+    SdpaTester &q_values(std::vector<float> x) { return q_ = std::move(x), *this; }
+    SdpaTester &k_values(std::vector<float> x) { return k_ = std::move(x), *this; }
+    SdpaTester &v_values(std::vector<float> x) { return v_ = std::move(x), *this; }
+
+    const attngen_ref::SdpaShape &shape() const { return shape_; }
+
+    // The inputs, mask and results of one run. mask points into the run's own vectors, so a run
+    // moves but never copies.
+    struct Run {
+        Run() = default;
+        Run(Run &&) = default;
+        Run &operator=(Run &&) = default;
+        Run(const Run &) = delete;
+        Run &operator=(const Run &) = delete;
+
+        std::vector<float> q, k, v;
+        std::vector<int32_t> kv_lengths;
+        std::vector<uint8_t> bool_mask;
+        std::vector<float> additive;
+        attngen_mask mask{};
+        std::vector<float> out, weights;  // weights empty unless with_weights
+        attngen_status status = ATTNGEN_OK;
+    };
+
+    // Builds the inputs, deterministic for a seed. out and weights start as NaN so that any
+    // element the kernel leaves unwritten fails the comparison.
+    Run Prepare() const {
+        Run r;
+        Rng rng(seed_);
+        const attngen_ref::SdpaShape &s = shape_;
+        const size_t bh = size_t(s.batch) * s.heads;
+        r.q = q_.empty() ? rng.Uniform(bh * s.q_len * s.dk, qk_lo_, qk_hi_) : q_;
+        r.k = k_.empty() ? rng.Uniform(bh * s.kv_len * s.dk, qk_lo_, qk_hi_) : k_;
+        r.v = v_.empty() ? rng.Uniform(bh * s.kv_len * s.dv, v_lo_, v_hi_) : v_;
+
+        r.mask.causal = causal_;
+        r.kv_lengths = kv_lengths_;
+        r.mask.kv_lengths = r.kv_lengths.empty() ? nullptr : r.kv_lengths.data();
+        if (bool_mask_batch_ > 0) {
+            r.bool_mask = bool_values_;
+            if (r.bool_mask.empty()) {
+                r.bool_mask.resize(size_t(bool_mask_batch_) * s.q_len * s.kv_len);
+                for (uint8_t &m : r.bool_mask) m = rng.Bernoulli(bool_density_) ? 1 : 0;
+            }
+            r.mask.bool_mask = r.bool_mask.data();
+            r.mask.bool_mask_batch = bool_mask_batch_;
+        }
+        if (additive_batch_ > 0) {
+            r.additive = additive_values_;
+            if (r.additive.empty()) {
+                r.additive.resize(size_t(additive_batch_) * additive_heads_ * s.q_len * s.kv_len);
+                for (float &a : r.additive) {
+                    a = rng.Bernoulli(neg_inf_fraction_) ? -std::numeric_limits<float>::infinity()
+                                                         : rng.Uniform(-2.0f, 2.0f);
+                }
+            }
+            r.mask.additive = r.additive.data();
+            r.mask.additive_batch = additive_batch_;
+            r.mask.additive_heads = additive_heads_;
+        }
+
+        r.out = NaNs(bh * s.q_len * s.dv);
+        if (with_weights_) r.weights = NaNs(bh * s.q_len * s.kv_len);
+        return r;
+    }
+
+    void Call(Run &r) const {
+        const attngen_ref::SdpaShape &s = shape_;
+        r.status = attngen_sdpa(s.batch, s.heads, s.q_len, s.kv_len, s.dk, s.dv, r.q.data(),
+                                r.k.data(), r.v.data(), &r.mask, scale_, r.out.data(),
+                                with_weights_ ? r.weights.data() : nullptr);
+    }
+
+    Run Execute() const {
+        Run r = Prepare();
+        Call(r);
+        return r;
+    }
+
+    // The reference result for a run's inputs.
+    attngen_ref::SdpaResult Reference(const Run &r) const {
+        return attngen_ref::sdpa(shape_, r.q.data(), r.k.data(), r.v.data(), &r.mask, scale_);
+    }
+
+    void Test() const {
+        SCOPED_TRACE(Describe());
+        Run r = Prepare();
+        const Run pristine = Prepare();
+        Call(r);
+        ASSERT_EQ(r.status, ATTNGEN_OK) << attngen_last_error();
+        EXPECT_STREQ(attngen_last_error(), "") << "a successful call leaves no error behind";
+        EXPECT_TRUE(BitIdentical("q (input)", r.q, pristine.q));
+        EXPECT_TRUE(BitIdentical("k (input)", r.k, pristine.k));
+        EXPECT_TRUE(BitIdentical("v (input)", r.v, pristine.v));
+        EXPECT_TRUE(BitIdentical("additive (input)", r.additive, pristine.additive));
+        EXPECT_EQ(r.bool_mask, pristine.bool_mask) << "the kernel wrote into its input";
+
+        const attngen_ref::SdpaResult ref = Reference(r);
+        const attngen_ref::SdpaShape &s = shape_;
+        const std::vector<double> q(r.q.begin(), r.q.end()), k(r.k.begin(), r.k.end()),
+            v(r.v.begin(), r.v.end());
+        const double applied_scale = scale_ != 0.0f ? double(scale_) : 1.0 / std::sqrt(double(s.dk));
+        const AttentionBounds bounds = AttentionErrorBounds(
+            s, q.data(), k.data(), v.data(), nullptr, nullptr, nullptr, applied_scale, ref);
+
+        const std::string reason =
+            "atol: fp32 rounding bound of this element propagated from the input magnitudes "
+            "(error_bounds.h), 0 where fully masked; rtol: fast exp and fp32 sums in any order";
+        EXPECT_TRUE(AllClose("out", {s.batch, s.heads, s.q_len, s.dv}, ref.out, r.out.data(),
+                             {bounds.out, kRelTol, reason}));
+        if (with_weights_) {
+            EXPECT_TRUE(AllClose("weights", {s.batch, s.heads, s.q_len, s.kv_len}, ref.weights,
+                                 r.weights.data(), {bounds.weights, kRelTol, reason}));
+            EXPECT_TRUE(RowsSumToOneOrZero(r.weights, ref));
+        }
+    }
+
+    std::string Describe() const {
+        std::ostringstream d;
+        d << "SdpaTester: seed " << seed_ << ", batch " << shape_.batch << ", heads "
+          << shape_.heads << ", q_len " << shape_.q_len << ", kv_len " << shape_.kv_len << ", dk "
+          << shape_.dk << ", dv " << shape_.dv << ", causal " << int(causal_) << ", kv_lengths "
+          << (kv_lengths_.empty() ? "none" : ::testing::PrintToString(kv_lengths_))
+          << ", bool_mask_batch " << bool_mask_batch_ << ", additive " << additive_batch_ << "x"
+          << additive_heads_ << ", scale " << scale_ << ", weights " << with_weights_;
+        return d.str();
+    }
+
+private:
+    // Each row of weights sums to 1, or is all 0 when the reference masks the whole row. The
+    // kernel normalizes by its own fp32 sum, so only rounding of kv_len terms separates the
+    // sum from 1; kRelTol leaves room for rescaled partial sums of blocked softmax.
+    ::testing::AssertionResult RowsSumToOneOrZero(const std::vector<float> &w,
+                                                  const attngen_ref::SdpaResult &ref) const {
+        const int n = shape_.kv_len;
+        for (size_t row = 0; row < ref.row_fully_masked.size(); ++row) {
+            double sum = 0.0;
+            for (int j = 0; j < n; ++j) sum += double(w[row * n + j]);
+            const double expected = ref.row_fully_masked[row] ? 0.0 : 1.0;
+            const double allowed = ref.row_fully_masked[row] ? 0.0 : kRelTol + SumErrorBound(n, 1);
+            if (!(std::fabs(sum - expected) <= allowed)) {
+                return ::testing::AssertionFailure()
+                       << "weights row " << row << " sums to " << sum << ", expected " << expected
+                       << " within " << allowed;
+            }
+        }
+        return ::testing::AssertionSuccess();
+    }
+
+    attngen_ref::SdpaShape shape_;
+    attngen_causal causal_ = ATTNGEN_CAUSAL_NONE;
+    std::vector<int32_t> kv_lengths_;
+    int bool_mask_batch_ = 0;
+    double bool_density_ = 0.3;
+    std::vector<uint8_t> bool_values_;
+    int additive_batch_ = 0;
+    int additive_heads_ = 0;
+    double neg_inf_fraction_ = 0.1;
+    std::vector<float> additive_values_;
+    float scale_ = 0.0f;
+    bool with_weights_ = true;
+    uint32_t seed_ = DefaultSeed();
+    float qk_lo_ = -1.0f, qk_hi_ = 1.0f;
+    float v_lo_ = -1.0f, v_hi_ = 1.0f;
+    std::vector<float> q_, k_, v_;
+};
+
+}  // namespace attngen_test
+
+#endif  // ATTNGEN_TESTS_SDPA_TESTER_H
