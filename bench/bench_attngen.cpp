@@ -1,0 +1,140 @@
+// Google Benchmark suite: the full MHA forward, SDPA and the projection at the named shapes,
+// with GFLOP/s as a rate counter. FLOPs are counted as 2*B*Lq*D^2 for each of the q and
+// output projections, 2*B*Lkv*D^2 for each of k and v, and 4*B*Lq*Lkv*D for attention (half
+// with a causal mask).
+//
+//   build/bench/attngen_bench --benchmark_filter=tutorial --benchmark_counters_tabular=true
+#include <attngen/attngen.h>
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Shape {
+    const char *name;
+    int batch, q_len, kv_len, d_model, heads;
+    bool causal, weights;
+};
+
+// The shapes of the CPU speed targets. The long ones take seconds per call on 2 cores.
+const Shape kShapes[] = {
+    {"tutorial", 32, 10, 20, 512, 8, false, true},
+    {"tutorial-cross", 1, 62, 60, 512, 8, false, true},
+    {"bert-128", 1, 128, 128, 768, 12, false, false},
+    {"bert-512", 1, 512, 512, 768, 12, false, false},
+    {"bert-512-b8", 8, 512, 512, 768, 12, false, false},
+    {"gpt2-causal", 1, 1024, 1024, 768, 12, true, false},
+    {"long-causal", 1, 2048, 2048, 1024, 16, true, false},
+    {"long-single", 1, 16384, 16384, 64, 1, false, false},
+};
+
+std::vector<float> random_vector(size_t n, float scale, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(-scale, scale);
+    std::vector<float> v(n);
+    for (float &x : v) x = dist(rng);
+    return v;
+}
+
+double attention_flops(const Shape &s, int head_dim_total) {
+    const double full = 4.0 * s.batch * s.q_len * s.kv_len * head_dim_total;
+    return s.causal ? full / 2 : full;
+}
+
+double mha_flops(const Shape &s) {
+    const double d2 = double(s.d_model) * s.d_model;
+    return 2 * 2.0 * s.batch * s.q_len * d2 + 2 * 2.0 * s.batch * s.kv_len * d2 +
+           attention_flops(s, s.d_model);
+}
+
+void check(attngen_status status, benchmark::State &state) {
+    if (status != ATTNGEN_OK) state.SkipWithError(attngen_last_error());
+}
+
+void BM_MhaForward(benchmark::State &state, Shape s) {
+    const attngen_mha_config config{s.d_model, s.heads, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
+    attngen_mha *m = nullptr;
+    check(attngen_mha_create(&config, &m), state);
+    const size_t dd = size_t(s.d_model) * s.d_model;
+    const float w_scale = 1.0f / std::sqrt(float(s.d_model));
+    auto wq = random_vector(dd, w_scale, 1), wk = random_vector(dd, w_scale, 2);
+    auto wv = random_vector(dd, w_scale, 3), wo = random_vector(dd, w_scale, 4);
+    auto b = random_vector(s.d_model, 0.1f, 5);
+    check(attngen_mha_set_weights(m, wq.data(), wk.data(), wv.data(), wo.data(), b.data(),
+                                  b.data(), b.data(), b.data()),
+          state);
+    auto q = random_vector(size_t(s.batch) * s.q_len * s.d_model, 1.0f, 6);
+    auto kv = random_vector(size_t(s.batch) * s.kv_len * s.d_model, 1.0f, 7);
+    std::vector<float> out(size_t(s.batch) * s.q_len * s.d_model);
+    std::vector<float> weights(s.weights ? size_t(s.batch) * s.heads * s.q_len * s.kv_len : 0);
+    attngen_mask mask{};
+    mask.causal = s.causal ? ATTNGEN_CAUSAL_TOP_LEFT : ATTNGEN_CAUSAL_NONE;
+    for (auto _ : state) {
+        check(attngen_mha_forward(m, s.batch, s.q_len, s.kv_len, q.data(), kv.data(), kv.data(),
+                                  &mask, out.data(), s.weights ? weights.data() : nullptr),
+              state);
+        benchmark::DoNotOptimize(out.data());
+    }
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(mha_flops(s) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    attngen_mha_destroy(m);
+}
+
+void BM_Sdpa(benchmark::State &state, Shape s) {
+    const int hd = s.d_model / s.heads;
+    auto q = random_vector(size_t(s.batch) * s.heads * s.q_len * hd, 1.0f, 1);
+    auto k = random_vector(size_t(s.batch) * s.heads * s.kv_len * hd, 1.0f, 2);
+    auto v = random_vector(size_t(s.batch) * s.heads * s.kv_len * hd, 1.0f, 3);
+    std::vector<float> out(q.size());
+    attngen_mask mask{};
+    mask.causal = s.causal ? ATTNGEN_CAUSAL_TOP_LEFT : ATTNGEN_CAUSAL_NONE;
+    for (auto _ : state) {
+        check(attngen_sdpa(s.batch, s.heads, s.q_len, s.kv_len, hd, hd, q.data(), k.data(),
+                           v.data(), &mask, 0.0f, out.data(), nullptr),
+              state);
+        benchmark::DoNotOptimize(out.data());
+    }
+    state.counters["GFLOP/s"] = benchmark::Counter(attention_flops(s, s.d_model) * 1e-9,
+                                                   benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_Linear(benchmark::State &state, Shape s) {
+    const int rows = s.batch * s.q_len;
+    auto x = random_vector(size_t(rows) * s.d_model, 1.0f, 1);
+    auto w = random_vector(size_t(s.d_model) * s.d_model, 0.05f, 2);
+    auto b = random_vector(s.d_model, 0.1f, 3);
+    std::vector<float> y(x.size());
+    for (auto _ : state) {
+        check(attngen_linear(rows, s.d_model, s.d_model, x.data(), w.data(), b.data(), y.data()),
+              state);
+        benchmark::DoNotOptimize(y.data());
+    }
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(2.0 * rows * s.d_model * s.d_model * 1e-9,
+                           benchmark::Counter::kIsIterationInvariantRate);
+}
+
+const int registered = [] {
+    for (const Shape &s : kShapes) {
+        const std::string name = s.name;
+        benchmark::RegisterBenchmark(("mha_forward/" + name).c_str(), BM_MhaForward, s)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+        benchmark::RegisterBenchmark(("sdpa/" + name).c_str(), BM_Sdpa, s)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+        benchmark::RegisterBenchmark(("linear/" + name).c_str(), BM_Linear, s)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+    }
+    return 0;
+}();
+
+}  // namespace
+
+BENCHMARK_MAIN();
