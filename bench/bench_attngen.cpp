@@ -65,8 +65,8 @@ void BM_MhaForward(benchmark::State &state, Shape s) {
     auto wq = random_vector(dd, w_scale, 1), wk = random_vector(dd, w_scale, 2);
     auto wv = random_vector(dd, w_scale, 3), wo = random_vector(dd, w_scale, 4);
     auto b = random_vector(s.d_model, 0.1f, 5);
-    check(attngen_mha_set_weights(m, wq.data(), wk.data(), wv.data(), wo.data(), b.data(),
-                                  b.data(), b.data(), b.data()),
+    check(attngen_mha_set_weights(m, wq.data(), wk.data(), wv.data(), wo.data(), b.data(), b.data(),
+                                  b.data(), b.data()),
           state);
     auto q = random_vector(size_t(s.batch) * s.q_len * s.d_model, 1.0f, 6);
     auto kv = random_vector(size_t(s.batch) * s.kv_len * s.d_model, 1.0f, 7);
@@ -114,9 +114,8 @@ void BM_Linear(benchmark::State &state, Shape s) {
               state);
         benchmark::DoNotOptimize(y.data());
     }
-    state.counters["GFLOP/s"] =
-        benchmark::Counter(2.0 * rows * s.d_model * s.d_model * 1e-9,
-                           benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * s.d_model * s.d_model * 1e-9,
+                                                   benchmark::Counter::kIsIterationInvariantRate);
 }
 
 const int registered = [] {

@@ -19,7 +19,7 @@ constexpr int kEstBatch = 1, kEstLen = 128, kEstModel = 768, kEstHeads = 12, kEs
 // build (PARAMS) or the autotuner can set it.
 template <typename T>
 class AttngenGenerator : public Generator<T> {
-public:
+  public:
     GeneratorParam<int> gemm_vectors{"gemm_vectors", 2, 1, 8};
     GeneratorParam<int> gemm_rows{"gemm_rows", 6, 1, 8};
     GeneratorParam<int> query_block{"query_block", 32, 4, 512};
@@ -28,7 +28,7 @@ public:
     GeneratorParam<int> out_vectors{"out_vectors", 2, 1, 4};
     GeneratorParam<int> out_rows{"out_rows", 4, 1, 8};
 
-protected:
+  protected:
     CpuScheduleKnobs cpu_knobs() const {
         CpuScheduleKnobs k;
         k.gemm_vectors = gemm_vectors;
@@ -51,31 +51,31 @@ protected:
 };
 
 // Mask inputs appear in the same order in every generator that takes them.
-#define ATTNGEN_MASK_INPUTS                                           \
-    Input<int> causal{"causal", 0, 0, 2};                             \
-    Input<Buffer<int32_t, 1>> kv_lengths{"kv_lengths"};               \
-    Input<bool> has_bool_mask{"has_bool_mask", false};                \
-    Input<Buffer<uint8_t, 3>> bool_mask{"bool_mask"};                 \
-    Input<bool> has_additive{"has_additive", false};                  \
-    Input<Buffer<float, 4>> additive{"additive"};                     \
-    MaskInputs mask_inputs() const {                                  \
-        MaskInputs m;                                                 \
-        m.kv_lengths = kv_lengths;                                    \
-        m.bool_mask = bool_mask;                                      \
-        m.additive = additive;                                        \
-        m.causal = causal;                                            \
-        m.has_bool_mask = has_bool_mask;                              \
-        m.has_additive = has_additive;                                \
-        return m;                                                     \
-    }                                                                 \
-    void set_mask_estimates(int batch, int heads, int q_len, int kv_len) {                  \
-        kv_lengths.set_estimates({{0, batch}});                                            \
-        bool_mask.set_estimates({{0, kv_len}, {0, q_len}, {0, batch}});                     \
-        additive.set_estimates({{0, kv_len}, {0, q_len}, {0, heads}, {0, batch}});          \
+#define ATTNGEN_MASK_INPUTS                                                        \
+    Input<int> causal{"causal", 0, 0, 2};                                          \
+    Input<Buffer<int32_t, 1>> kv_lengths{"kv_lengths"};                            \
+    Input<bool> has_bool_mask{"has_bool_mask", false};                             \
+    Input<Buffer<uint8_t, 3>> bool_mask{"bool_mask"};                              \
+    Input<bool> has_additive{"has_additive", false};                               \
+    Input<Buffer<float, 4>> additive{"additive"};                                  \
+    MaskInputs mask_inputs() const {                                               \
+        MaskInputs m;                                                              \
+        m.kv_lengths = kv_lengths;                                                 \
+        m.bool_mask = bool_mask;                                                   \
+        m.additive = additive;                                                     \
+        m.causal = causal;                                                         \
+        m.has_bool_mask = has_bool_mask;                                           \
+        m.has_additive = has_additive;                                             \
+        return m;                                                                  \
+    }                                                                              \
+    void set_mask_estimates(int batch, int heads, int q_len, int kv_len) {         \
+        kv_lengths.set_estimates({{0, batch}});                                    \
+        bool_mask.set_estimates({{0, kv_len}, {0, q_len}, {0, batch}});            \
+        additive.set_estimates({{0, kv_len}, {0, q_len}, {0, heads}, {0, batch}}); \
     }
 
 class SdpaGenerator : public AttngenGenerator<SdpaGenerator> {
-public:
+  public:
     GeneratorParam<bool> weights_output{"weights_output", false};
 
     Input<Buffer<float, 4>> q{"q"};  // (dk, q_len, heads, batch)
@@ -83,7 +83,7 @@ public:
     Input<Buffer<float, 4>> v{"v"};  // (dv, kv_len, heads, batch)
     Input<float> scale{"scale", 1.0f};
     ATTNGEN_MASK_INPUTS
-    Output<Buffer<float, 4>> output{"output"};  // (dv, q_len, heads, batch)
+    Output<Buffer<float, 4>> output{"output"};    // (dv, q_len, heads, batch)
     Output<Buffer<float, 4>> *weights = nullptr;  // (kv_len, q_len, heads, batch)
 
     void configure() {
@@ -92,9 +92,9 @@ public:
 
     void generate() {
         require_cpu_target();
-        AttentionStage a = define_attention(q, k, v, q.dim(0).extent(), v.dim(0).extent(),
-                                            q.dim(1).extent(), k.dim(1).extent(), scale,
-                                            mask_inputs());
+        AttentionStage a =
+            define_attention(q, k, v, q.dim(0).extent(), v.dim(0).extent(), q.dim(1).extent(),
+                             k.dim(1).extent(), scale, mask_inputs());
         output = a.out;
         if (weights) *weights = a.probs;
 
@@ -115,7 +115,7 @@ public:
 };
 
 class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
-public:
+  public:
     GeneratorParam<bool> weights_output{"weights_output", false};
 
     Input<Buffer<float, 3>> query{"query"};  // (d_model, q_len, batch)
@@ -143,10 +143,10 @@ public:
 
         ProjectionStage pq = define_projection("q_proj", as_grouped(query), query.dim(0).extent(),
                                                1, q_len, wq_t, bq);
-        ProjectionStage pk = define_projection("k_proj", as_grouped(key), key.dim(0).extent(), 1,
-                                               kv_len, wk_t, bk);
-        ProjectionStage pv = define_projection("v_proj", as_grouped(value),
-                                               value.dim(0).extent(), 1, kv_len, wv_t, bv);
+        ProjectionStage pk =
+            define_projection("k_proj", as_grouped(key), key.dim(0).extent(), 1, kv_len, wk_t, bk);
+        ProjectionStage pv = define_projection("v_proj", as_grouped(value), value.dim(0).extent(),
+                                               1, kv_len, wv_t, bv);
         Func qh = split_heads("q_heads", pq.result, head_dim);
         Func kh = split_heads("k_heads", pk.result, head_dim);
         Func vh = split_heads("v_heads", pv.result, head_dim);
@@ -173,7 +173,7 @@ public:
         (void)d_model;
     }
 
-private:
+  private:
     static Func as_grouped(const Func &x) {
         Var d("d"), g("g"), l("l"), b("b");
         Func grouped(x.name() + "_grouped");
@@ -205,11 +205,11 @@ private:
 // y(o, l, b) = x(f, l, b) . w(f, o) + bias(o), with w as torch.nn.Linear stores it (row-major
 // [out, in]); the transpose into the projection's (o, f) order is a stage of the pipeline.
 class LinearGenerator : public AttngenGenerator<LinearGenerator> {
-public:
-    Input<Buffer<float, 3>> x{"x"};     // (in, rows, batch)
-    Input<Buffer<float, 2>> w{"w"};     // (in, out)
+  public:
+    Input<Buffer<float, 3>> x{"x"};        // (in, rows, batch)
+    Input<Buffer<float, 2>> w{"w"};        // (in, out)
     Input<Buffer<float, 1>> bias{"bias"};  // (out)
-    Output<Buffer<float, 3>> y{"y"};    // (out, rows, batch)
+    Output<Buffer<float, 3>> y{"y"};       // (out, rows, batch)
 
     void generate() {
         require_cpu_target();

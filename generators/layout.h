@@ -17,7 +17,9 @@ constexpr int kWeightPadding = 64;
 // the same order; it is a multiple of every vector width in use (NEON 4, AVX2 8, AVX-512 16).
 constexpr int kReductionLanes = 16;
 
-constexpr int round_up(int x, int multiple) { return (x + multiple - 1) / multiple * multiple; }
+constexpr int round_up(int x, int multiple) {
+    return (x + multiple - 1) / multiple * multiple;
+}
 
 }  // namespace attngen
 

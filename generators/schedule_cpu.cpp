@@ -8,7 +8,9 @@ using namespace Halide;
 
 namespace {
 
-int vector_width(const Target &target) { return target.natural_vector_size<float>(); }
+int vector_width(const Target &target) {
+    return target.natural_vector_size<float>();
+}
 
 // Parallel tasks over (query block, head, batch): enough of them to fill the cores even at
 // batch 1 with a single head (long sequences), each one small enough to stay in L2.
@@ -29,8 +31,8 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     const int tile_o = knobs.gemm_vectors * vec;
     if (kWeightPadding % tile_o != 0) {
         throw CompileError("gemm_vectors * vector width (" + std::to_string(tile_o) +
-                           ") must divide the weight padding (" +
-                           std::to_string(kWeightPadding) + ")");
+                           ") must divide the weight padding (" + std::to_string(kWeightPadding) +
+                           ")");
     }
     const int tile_l = knobs.gemm_rows;
 
@@ -63,11 +65,11 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
 
 void schedule_weight_pack_cpu(Func pack, const Target &target) {
     const Var o = pack.args()[0], f = pack.args()[1];
-    pack.compute_root().parallel(f, 8).vectorize(o, vector_width(target));
+    pack.compute_root().parallel(f).vectorize(o, vector_width(target));
 }
 
-void schedule_attention_cpu(AttentionStage &a, const Target &target,
-                            const CpuScheduleKnobs &knobs, bool weights_output) {
+void schedule_attention_cpu(AttentionStage &a, const Target &target, const CpuScheduleKnobs &knobs,
+                            bool weights_output) {
     const int vec = vector_width(target);
     const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
 

@@ -10,13 +10,13 @@
 namespace attngen {
 
 struct CpuScheduleKnobs {
-    int gemm_vectors = 2;  // vectors across output features in a projection register tile
-    int gemm_rows = 6;     // rows in a projection register tile
-    int query_block = 32;  // queries per parallel attention task
-    int score_vectors = 2; // vectors across keys in a score register tile
-    int score_rows = 4;    // queries in a score register tile
-    int out_vectors = 2;   // vectors across value features in a probs x values register tile
-    int out_rows = 4;      // queries in a probs x values register tile
+    int gemm_vectors = 2;   // vectors across output features in a projection register tile
+    int gemm_rows = 6;      // rows in a projection register tile
+    int query_block = 32;   // queries per parallel attention task
+    int score_vectors = 2;  // vectors across keys in a score register tile
+    int score_rows = 4;     // queries in a score register tile
+    int out_vectors = 2;    // vectors across value features in a probs x values register tile
+    int out_rows = 4;       // queries in a probs x values register tile
 };
 
 // Schedules result (compute_root, or a pipeline output) and its accumulator.

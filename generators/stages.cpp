@@ -1,5 +1,7 @@
 #include "stages.h"
 
+#include <limits>
+
 #include "layout.h"
 
 namespace attngen {
@@ -50,20 +52,26 @@ AttentionStage define_attention(const Func &q, const Func &k, const Func &v, con
     a.score(j, i, h, b) = 0.0f;
     a.score(j, i, h, b) += q(a.r_dot, clamp(i, 0, q_len - 1), h, b) * a.k_packed(j, a.r_dot, h, b);
 
-    const Expr neg_inf = Float(32).min() * 2;  // folds to -inf
+    // Halide compiles float math with fast-math flags, under which LLVM may assume no infinity
+    // ever appears: -inf in the data is detected by its bit pattern, and masked logits use the
+    // lowest finite float instead of -inf.
+    const Expr masked_value = Expr(std::numeric_limits<float>::lowest());
+    const auto is_negative_infinity = [](const Expr &x) {
+        return reinterpret(UInt(32), x) == cast<uint32_t>(Expr(0xff800000u));
+    };
     Func logit("logit"), masked("masked"), masked_logit("masked_logit");
     // Mask inputs are read at a clamped query row: schedules compute whole register tiles of
     // rows past q_len, and those rows must not read outside the mask buffers.
     const Expr row = clamp(i, 0, q_len - 1);
-    logit(j, i, h, b) = a.score(j, i, h, b) * scale +
-                        select(mask.has_additive, mask.additive(j, row, h, b), 0.0f);
+    logit(j, i, h, b) =
+        a.score(j, i, h, b) * scale + select(mask.has_additive, mask.additive(j, row, h, b), 0.0f);
     const Expr causal_limit =
         select(mask.causal == 1, i, mask.causal == 2, i + (kv_len - q_len), kv_len);
     // -inf from the additive mask counts as masked, so a row of -inf yields zeros, not NaN.
     masked(j, i, h, b) = j > causal_limit || j >= mask.kv_lengths(b) ||
                          (mask.has_bool_mask && mask.bool_mask(j, row, b) != 0) ||
-                         logit(j, i, h, b) == neg_inf;
-    masked_logit(j, i, h, b) = select(masked(j, i, h, b), neg_inf, logit(j, i, h, b));
+                         is_negative_infinity(logit(j, i, h, b));
+    masked_logit(j, i, h, b) = select(masked(j, i, h, b), masked_value, logit(j, i, h, b));
 
     // Row reductions keep kReductionLanes partial results (a fixed summation order for every
     // target, and whole vectors for the schedule), then combine them.
@@ -74,23 +82,23 @@ AttentionStage define_attention(const Func &q, const Func &k, const Func &v, con
     a.r_lanes = RDom(0, kReductionLanes, "r_lanes");
 
     a.max_lanes = Func("max_lanes");
-    a.max_lanes(u, i, h, b) = neg_inf;
+    a.max_lanes(u, i, h, b) = masked_value;
     a.max_lanes(u, i, h, b) =
-        max(a.max_lanes(u, i, h, b),
-            masked_logit(a.r_lanes_full * kReductionLanes + u, i, h, b));
-    a.max_lanes(a.r_lanes_tail, i, h, b) =
-        max(a.max_lanes(a.r_lanes_tail, i, h, b),
-            masked_logit(tail_base + a.r_lanes_tail, i, h, b));
+        max(a.max_lanes(u, i, h, b), masked_logit(a.r_lanes_full * kReductionLanes + u, i, h, b));
+    a.max_lanes(a.r_lanes_tail, i, h, b) = max(a.max_lanes(a.r_lanes_tail, i, h, b),
+                                               masked_logit(tail_base + a.r_lanes_tail, i, h, b));
     a.row_max = Func("row_max");
-    a.row_max(i, h, b) = neg_inf;
+    a.row_max(i, h, b) = masked_value;
     a.row_max(i, h, b) = max(a.row_max(i, h, b), a.max_lanes(a.r_lanes, i, h, b));
 
-    // fast_exp is a vectorizable polynomial (about 1e-6 relative error) but undefined below
-    // about -87, where exp underflows anyway: clamp there. Arguments are <= 0 after the shift.
+    // fast_exp is a vectorizable polynomial (about 1e-6 relative error) but returns nonsense
+    // below about -87, where float exp underflows anyway: those entries are exactly 0 (a key an
+    // additive mask of -1e9 pushes away must get weight 0, as float64 gives). Arguments are
+    // <= 0 after the shift.
     a.exp_score = Func("exp_score");
+    const Expr shifted = masked_logit(j, i, h, b) - a.row_max(i, h, b);
     a.exp_score(j, i, h, b) =
-        select(masked(j, i, h, b), 0.0f,
-               fast_exp(max(masked_logit(j, i, h, b) - a.row_max(i, h, b), -87.0f)));
+        select(masked(j, i, h, b) || shifted < -87.0f, 0.0f, fast_exp(max(shifted, -87.0f)));
 
     a.sum_lanes = Func("sum_lanes");
     a.sum_lanes(u, i, h, b) = 0.0f;

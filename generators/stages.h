@@ -46,32 +46,31 @@ struct MaskInputs {
 // Scaled score, masked softmax and weights x values for projected heads
 // q(d, i, h, b), k(d, j, h, b), v(c, j, h, b).
 struct AttentionStage {
-    Halide::Func k_packed;       // (j, d, h, b): keys transposed so scores vectorize over keys
-    Halide::Func v_packed;       // (c, j, h, b): values, readable past dv for whole vectors
-    Halide::Func score;          // (j, i, h, b): q . k, reduction over d
-    Halide::Func max_lanes;      // (u, i, h, b): per-lane running max of masked logits
-    Halide::Func row_max;        // (i, h, b)
-    Halide::Func exp_score;      // (j, i, h, b): exp(logit - max), 0 where masked
-    Halide::Func sum_lanes;      // (u, i, h, b)
-    Halide::Func row_sum;        // (i, h, b)
-    Halide::Func inv_sum;        // (i, h, b): 1 / sum, or 0 for a fully masked row
-    Halide::Func probs;          // (j, i, h, b): softmax probabilities (the weights output)
-    Halide::Func out_acc;        // (c, i, h, b): sum_j probs * v
-    Halide::Func out;            // (c, i, h, b)
+    Halide::Func k_packed;   // (j, d, h, b): keys transposed so scores vectorize over keys
+    Halide::Func v_packed;   // (c, j, h, b): values, readable past dv for whole vectors
+    Halide::Func score;      // (j, i, h, b): q . k, reduction over d
+    Halide::Func max_lanes;  // (u, i, h, b): per-lane running max of masked logits
+    Halide::Func row_max;    // (i, h, b)
+    Halide::Func exp_score;  // (j, i, h, b): exp(logit - max), 0 where masked
+    Halide::Func sum_lanes;  // (u, i, h, b)
+    Halide::Func row_sum;    // (i, h, b)
+    Halide::Func inv_sum;    // (i, h, b): 1 / sum, or 0 for a fully masked row
+    Halide::Func probs;      // (j, i, h, b): softmax probabilities (the weights output)
+    Halide::Func out_acc;    // (c, i, h, b): sum_j probs * v
+    Halide::Func out;        // (c, i, h, b)
     Halide::Var j{"j"}, i{"i"}, c{"c"}, d{"d"}, h{"h"}, b{"b"}, u{"u"};
-    Halide::RDom r_dot;          // over dk
-    Halide::RDom r_keys;         // over kv_len
-    Halide::RDom r_lanes_full;   // whole groups of kReductionLanes keys
-    Halide::RDom r_lanes_tail;   // the remaining keys
-    Halide::RDom r_lanes;        // over the partial lanes
+    Halide::RDom r_dot;         // over dk
+    Halide::RDom r_keys;        // over kv_len
+    Halide::RDom r_lanes_full;  // whole groups of kReductionLanes keys
+    Halide::RDom r_lanes_tail;  // the remaining keys
+    Halide::RDom r_lanes;       // over the partial lanes
     Halide::Expr dk, dv, q_len, kv_len;
 };
 
-AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k,
-                                const Halide::Func &v, const Halide::Expr &dk,
-                                const Halide::Expr &dv, const Halide::Expr &q_len,
-                                const Halide::Expr &kv_len, const Halide::Expr &scale,
-                                const MaskInputs &mask);
+AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, const Halide::Func &v,
+                                const Halide::Expr &dk, const Halide::Expr &dv,
+                                const Halide::Expr &q_len, const Halide::Expr &kv_len,
+                                const Halide::Expr &scale, const MaskInputs &mask);
 
 }  // namespace attngen
 

@@ -56,9 +56,13 @@ attngen_status fail(attngen_status status, std::string message) {
     return status;
 }
 
-void clear_error() { last_error.clear(); }
+void clear_error() {
+    last_error.clear();
+}
 
-const char *last_error_message() { return last_error.c_str(); }
+const char *last_error_message() {
+    return last_error.c_str();
+}
 
 void install_halide_error_handler() {
     static std::once_flag once;
@@ -74,7 +78,9 @@ attngen_status kernel_failure(const char *kernel, int halide_code, const KernelC
 
 }  // namespace attngen::rt
 
-extern "C" const char *attngen_last_error(void) { return attngen::rt::last_error_message(); }
+extern "C" const char *attngen_last_error(void) {
+    return attngen::rt::last_error_message();
+}
 
 extern "C" const char *attngen_status_string(attngen_status s) {
     switch (s) {

@@ -49,9 +49,9 @@ attngen_status guard_entry_point(const char *function, Body &&body) noexcept {
 }  // namespace attngen::rt
 
 // Returns from the calling function when expr yields a status other than ATTNGEN_OK.
-#define ATTNGEN_RETURN_IF_ERROR(expr)                         \
-    do {                                                      \
-        const attngen_status attngen_status_ = (expr);        \
+#define ATTNGEN_RETURN_IF_ERROR(expr)                              \
+    do {                                                           \
+        const attngen_status attngen_status_ = (expr);             \
         if (attngen_status_ != ATTNGEN_OK) return attngen_status_; \
     } while (0)
 

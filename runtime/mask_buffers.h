@@ -14,7 +14,7 @@
 namespace attngen::rt {
 
 class MaskBuffers {
-public:
+  public:
     // mask must have passed validate_mask (it may be NULL). Throws std::bad_alloc.
     MaskBuffers(const attngen_mask *mask, int32_t batch, int32_t heads, int32_t q_len,
                 int32_t kv_len);
@@ -26,7 +26,7 @@ public:
     bool has_additive() const { return has_additive_; }
     halide_buffer_t *additive() { return additive_.get(); }
 
-private:
+  private:
     int32_t causal_;
     std::vector<int32_t> all_keys_;  // the kv_lengths of every item when none are given
     std::vector<uint8_t> unmasked_row_;

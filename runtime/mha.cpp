@@ -37,7 +37,8 @@ struct PackedProjection {
         weight.assign(size_t(in) * padded_out, 0.0f);
         bias.assign(padded_out, 0.0f);
         for (int32_t o = 0; o < out; ++o) {
-            for (int32_t i = 0; i < in; ++i) weight[size_t(i) * padded_out + o] = w[size_t(o) * in + i];
+            for (int32_t i = 0; i < in; ++i)
+                weight[size_t(i) * padded_out + o] = w[size_t(o) * in + i];
             if (b != nullptr) bias[o] = b[o];
         }
     }
@@ -62,8 +63,8 @@ attngen_status resolve_config(const attngen_mha_config &c, ResolvedConfig *r) {
     const struct {
         int32_t value;
         const char *name;
-    } optional_sizes[] = {{c.kdim, "config.kdim"}, {c.vdim, "config.vdim"},
-                          {c.head_dim, "config.head_dim"}};
+    } optional_sizes[] = {
+        {c.kdim, "config.kdim"}, {c.vdim, "config.vdim"}, {c.head_dim, "config.head_dim"}};
     for (const auto &s : optional_sizes) {
         if (s.value < 0) {
             return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
@@ -72,10 +73,10 @@ attngen_status resolve_config(const attngen_mha_config &c, ResolvedConfig *r) {
         }
     }
     if (c.head_dim == 0 && c.d_model % c.num_heads != 0) {
-        return fail(ATTNGEN_ERROR_SHAPE,
-                    "config.d_model (" + std::to_string(c.d_model) +
-                        ") is not divisible by config.num_heads (" +
-                        std::to_string(c.num_heads) + "); set config.head_dim explicitly");
+        return fail(ATTNGEN_ERROR_SHAPE, "config.d_model (" + std::to_string(c.d_model) +
+                                             ") is not divisible by config.num_heads (" +
+                                             std::to_string(c.num_heads) +
+                                             "); set config.head_dim explicitly");
     }
     switch (c.device) {
         case ATTNGEN_DEVICE_CPU:
@@ -87,9 +88,9 @@ attngen_status resolve_config(const attngen_mha_config &c, ResolvedConfig *r) {
                             (c.device == ATTNGEN_DEVICE_CUDA ? "CUDA" : "OpenCL") +
                             ": this build of attngen has CPU kernels only");
         default:
-            return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
-                        "config.device has unknown value " + std::to_string(int(c.device)) +
-                            " (expected 0 CPU, 1 CUDA, 2 OpenCL)");
+            return fail(ATTNGEN_ERROR_INVALID_ARGUMENT, "config.device has unknown value " +
+                                                            std::to_string(int(c.device)) +
+                                                            " (expected 0 CPU, 1 CUDA, 2 OpenCL)");
     }
     r->d_model = c.d_model;
     r->num_heads = c.num_heads;
@@ -118,8 +119,7 @@ struct attngen_mha {
     PackedProjection q, k, v, o;
 };
 
-static attngen_status attngen_mha_create_impl(const attngen_mha_config *config,
-                                             attngen_mha **out) {
+static attngen_status attngen_mha_create_impl(const attngen_mha_config *config, attngen_mha **out) {
     ATTNGEN_RETURN_IF_ERROR(require_not_null(config, "config"));
     ATTNGEN_RETURN_IF_ERROR(require_not_null(out, "out"));
     ResolvedConfig resolved{};
@@ -133,13 +133,14 @@ static attngen_status attngen_mha_create_impl(const attngen_mha_config *config,
     return ATTNGEN_OK;
 }
 
-extern "C" void attngen_mha_destroy(attngen_mha *m) { delete m; }
+extern "C" void attngen_mha_destroy(attngen_mha *m) {
+    delete m;
+}
 
-static attngen_status attngen_mha_set_weights_impl(attngen_mha *m, const float *wq,
-                                                  const float *wk, const float *wv,
-                                                  const float *wo, const float *bq,
-                                                  const float *bk, const float *bv,
-                                                  const float *bo) {
+static attngen_status attngen_mha_set_weights_impl(attngen_mha *m, const float *wq, const float *wk,
+                                                   const float *wv, const float *wo,
+                                                   const float *bq, const float *bk,
+                                                   const float *bv, const float *bo) {
     ATTNGEN_RETURN_IF_ERROR(require_not_null(m, "m"));
     const struct {
         const float *pointer;
@@ -183,10 +184,9 @@ static attngen_status attngen_mha_set_weights_impl(attngen_mha *m, const float *
 
 namespace {
 
-attngen_status validate_forward(const attngen_mha *m, int32_t batch, int32_t q_len,
-                                int32_t kv_len, const float *query, const float *key,
-                                const float *value, const attngen_mask *mask, const float *out,
-                                const float *weights) {
+attngen_status validate_forward(const attngen_mha *m, int32_t batch, int32_t q_len, int32_t kv_len,
+                                const float *query, const float *key, const float *value,
+                                const attngen_mask *mask, const float *out, const float *weights) {
     ATTNGEN_RETURN_IF_ERROR(require_not_null(m, "m"));
     ATTNGEN_RETURN_IF_ERROR(require_positive(batch, "batch"));
     ATTNGEN_RETURN_IF_ERROR(require_positive(q_len, "q_len"));
@@ -213,10 +213,9 @@ attngen_status validate_forward(const attngen_mha *m, int32_t batch, int32_t q_l
 }  // namespace
 
 static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, int32_t q_len,
-                                              int32_t kv_len, const float *query,
-                                              const float *key, const float *value,
-                                              const attngen_mask *mask, float *out,
-                                              float *weights) {
+                                               int32_t kv_len, const float *query, const float *key,
+                                               const float *value, const attngen_mask *mask,
+                                               float *out, float *weights) {
     ATTNGEN_RETURN_IF_ERROR(
         validate_forward(m, batch, q_len, kv_len, query, key, value, mask, out, weights));
     std::shared_lock<std::shared_mutex> lock(m->weights_mutex);
@@ -240,8 +239,7 @@ static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, in
                            bv = m->v.bias_buffer(), bo = m->o.bias_buffer();
     MaskBuffers masks(mask, batch, c.num_heads, q_len, kv_len);
     TensorBuffer<float, 3> out_buf(staged_out.data(), {batch, q_len, c.d_model});
-    TensorBuffer<float, 4> weights_buf(staged_weights.data(),
-                                       {batch, c.num_heads, q_len, kv_len});
+    TensorBuffer<float, 4> weights_buf(staged_weights.data(), {batch, c.num_heads, q_len, kv_len});
     const float scale = 1.0f / std::sqrt(float(c.head_dim));
 
     KernelContext context;
@@ -250,18 +248,17 @@ static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, in
     if (weights == nullptr) {
         kernel = "attngen_mha_forward_cpu";
         code = attngen_mha_forward_cpu(
-            &context, query_buf.get(), key_buf.get(), value_buf.get(), wq.get(), wk.get(),
-            wv.get(), wo.get(), bq.get(), bk.get(), bv.get(), bo.get(), c.num_heads,
-            c.head_dim, scale, masks.causal(), masks.kv_lengths(), masks.has_bool_mask(),
-            masks.bool_mask(), masks.has_additive(), masks.additive(), out_buf.get());
+            &context, query_buf.get(), key_buf.get(), value_buf.get(), wq.get(), wk.get(), wv.get(),
+            wo.get(), bq.get(), bk.get(), bv.get(), bo.get(), c.num_heads, c.head_dim, scale,
+            masks.causal(), masks.kv_lengths(), masks.has_bool_mask(), masks.bool_mask(),
+            masks.has_additive(), masks.additive(), out_buf.get());
     } else {
         kernel = "attngen_mha_forward_weights_cpu";
         code = attngen_mha_forward_weights_cpu(
-            &context, query_buf.get(), key_buf.get(), value_buf.get(), wq.get(), wk.get(),
-            wv.get(), wo.get(), bq.get(), bk.get(), bv.get(), bo.get(), c.num_heads,
-            c.head_dim, scale, masks.causal(), masks.kv_lengths(), masks.has_bool_mask(),
-            masks.bool_mask(), masks.has_additive(), masks.additive(), out_buf.get(),
-            weights_buf.get());
+            &context, query_buf.get(), key_buf.get(), value_buf.get(), wq.get(), wk.get(), wv.get(),
+            wo.get(), bq.get(), bk.get(), bv.get(), bo.get(), c.num_heads, c.head_dim, scale,
+            masks.causal(), masks.kv_lengths(), masks.has_bool_mask(), masks.bool_mask(),
+            masks.has_additive(), masks.additive(), out_buf.get(), weights_buf.get());
     }
     if (code != 0) return kernel_failure(kernel, code, context);
     staged_out.commit();
@@ -271,22 +268,25 @@ static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, in
 }
 
 extern "C" attngen_status attngen_mha_forward(attngen_mha *m, int32_t batch, int32_t q_len,
-                                              int32_t kv_len, const float *query,
-                                              const float *key, const float *value,
-                                              const attngen_mask *mask, float *out,
-                                              float *weights) {
-    return guard_entry_point("attngen_mha_forward", [&] { return attngen_mha_forward_impl(m, batch, q_len, kv_len, query, key, value, mask, out, weights); });
+                                              int32_t kv_len, const float *query, const float *key,
+                                              const float *value, const attngen_mask *mask,
+                                              float *out, float *weights) {
+    return guard_entry_point("attngen_mha_forward", [&] {
+        return attngen_mha_forward_impl(m, batch, q_len, kv_len, query, key, value, mask, out,
+                                        weights);
+    });
 }
 
-extern "C" attngen_status attngen_mha_set_weights(attngen_mha *m, const float *wq,
-                                                  const float *wk, const float *wv,
-                                                  const float *wo, const float *bq,
+extern "C" attngen_status attngen_mha_set_weights(attngen_mha *m, const float *wq, const float *wk,
+                                                  const float *wv, const float *wo, const float *bq,
                                                   const float *bk, const float *bv,
                                                   const float *bo) {
-    return guard_entry_point("attngen_mha_set_weights", [&] { return attngen_mha_set_weights_impl(m, wq, wk, wv, wo, bq, bk, bv, bo); });
+    return guard_entry_point("attngen_mha_set_weights", [&] {
+        return attngen_mha_set_weights_impl(m, wq, wk, wv, wo, bq, bk, bv, bo);
+    });
 }
 
-extern "C" attngen_status attngen_mha_create(const attngen_mha_config *config,
-                                             attngen_mha **out) {
-    return guard_entry_point("attngen_mha_create", [&] { return attngen_mha_create_impl(config, out); });
+extern "C" attngen_status attngen_mha_create(const attngen_mha_config *config, attngen_mha **out) {
+    return guard_entry_point("attngen_mha_create",
+                             [&] { return attngen_mha_create_impl(config, out); });
 }

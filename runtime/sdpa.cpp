@@ -20,13 +20,13 @@ using namespace attngen::rt;
 namespace {
 
 attngen_status validate_sdpa(int32_t batch, int32_t heads, int32_t q_len, int32_t kv_len,
-                             int32_t dk, int32_t dv, const float *q, const float *k,
-                             const float *v, const attngen_mask *mask, float scale,
-                             const float *out, const float *weights) {
+                             int32_t dk, int32_t dv, const float *q, const float *k, const float *v,
+                             const attngen_mask *mask, float scale, const float *out,
+                             const float *weights) {
     const struct {
         int32_t value;
         const char *name;
-    } sizes[] = {{batch, "batch"}, {heads, "heads"}, {q_len, "q_len"},
+    } sizes[] = {{batch, "batch"},   {heads, "heads"}, {q_len, "q_len"},
                  {kv_len, "kv_len"}, {dk, "dk"},       {dv, "dv"}};
     for (const auto &s : sizes) ATTNGEN_RETURN_IF_ERROR(require_positive(s.value, s.name));
     ATTNGEN_RETURN_IF_ERROR(require_not_null(q, "q"));
@@ -49,10 +49,10 @@ attngen_status validate_sdpa(int32_t batch, int32_t heads, int32_t q_len, int32_
 
 }  // namespace
 
-static attngen_status attngen_sdpa_impl(int32_t batch, int32_t heads, int32_t q_len,
-                                       int32_t kv_len, int32_t dk, int32_t dv, const float *q,
-                                       const float *k, const float *v, const attngen_mask *mask,
-                                       float scale, float *out, float *weights) {
+static attngen_status attngen_sdpa_impl(int32_t batch, int32_t heads, int32_t q_len, int32_t kv_len,
+                                        int32_t dk, int32_t dv, const float *q, const float *k,
+                                        const float *v, const attngen_mask *mask, float scale,
+                                        float *out, float *weights) {
     ATTNGEN_RETURN_IF_ERROR(
         validate_sdpa(batch, heads, q_len, kv_len, dk, dv, q, k, v, mask, scale, out, weights));
     install_halide_error_handler();
@@ -74,10 +74,10 @@ static attngen_status attngen_sdpa_impl(int32_t batch, int32_t heads, int32_t q_
     const char *kernel;
     if (weights == nullptr) {
         kernel = "attngen_sdpa_cpu";
-        code = attngen_sdpa_cpu(&context, q_buf.get(), k_buf.get(), v_buf.get(),
-                                effective_scale, masks.causal(), masks.kv_lengths(),
-                                masks.has_bool_mask(), masks.bool_mask(), masks.has_additive(),
-                                masks.additive(), out_buf.get());
+        code = attngen_sdpa_cpu(&context, q_buf.get(), k_buf.get(), v_buf.get(), effective_scale,
+                                masks.causal(), masks.kv_lengths(), masks.has_bool_mask(),
+                                masks.bool_mask(), masks.has_additive(), masks.additive(),
+                                out_buf.get());
     } else {
         kernel = "attngen_sdpa_weights_cpu";
         code = attngen_sdpa_weights_cpu(
@@ -92,9 +92,9 @@ static attngen_status attngen_sdpa_impl(int32_t batch, int32_t heads, int32_t q_
     return ATTNGEN_OK;
 }
 
-static attngen_status attngen_linear_impl(int32_t rows, int32_t in_features,
-                                         int32_t out_features, const float *x, const float *w,
-                                         const float *bias, float *y) {
+static attngen_status attngen_linear_impl(int32_t rows, int32_t in_features, int32_t out_features,
+                                          const float *x, const float *w, const float *bias,
+                                          float *y) {
     ATTNGEN_RETURN_IF_ERROR(require_positive(rows, "rows"));
     ATTNGEN_RETURN_IF_ERROR(require_positive(in_features, "in_features"));
     ATTNGEN_RETURN_IF_ERROR(require_positive(out_features, "out_features"));
@@ -127,15 +127,20 @@ static attngen_status attngen_linear_impl(int32_t rows, int32_t in_features,
     return ATTNGEN_OK;
 }
 
-extern "C" attngen_status attngen_sdpa(int32_t batch, int32_t heads, int32_t q_len,
-                                       int32_t kv_len, int32_t dk, int32_t dv, const float *q,
-                                       const float *k, const float *v, const attngen_mask *mask,
-                                       float scale, float *out, float *weights) {
-    return guard_entry_point("attngen_sdpa", [&] { return attngen_sdpa_impl(batch, heads, q_len, kv_len, dk, dv, q, k, v, mask, scale, out, weights); });
+extern "C" attngen_status attngen_sdpa(int32_t batch, int32_t heads, int32_t q_len, int32_t kv_len,
+                                       int32_t dk, int32_t dv, const float *q, const float *k,
+                                       const float *v, const attngen_mask *mask, float scale,
+                                       float *out, float *weights) {
+    return guard_entry_point("attngen_sdpa", [&] {
+        return attngen_sdpa_impl(batch, heads, q_len, kv_len, dk, dv, q, k, v, mask, scale, out,
+                                 weights);
+    });
 }
 
-extern "C" attngen_status attngen_linear(int32_t rows, int32_t in_features,
-                                         int32_t out_features, const float *x, const float *w,
-                                         const float *bias, float *y) {
-    return guard_entry_point("attngen_linear", [&] { return attngen_linear_impl(rows, in_features, out_features, x, w, bias, y); });
+extern "C" attngen_status attngen_linear(int32_t rows, int32_t in_features, int32_t out_features,
+                                         const float *x, const float *w, const float *bias,
+                                         float *y) {
+    return guard_entry_point("attngen_linear", [&] {
+        return attngen_linear_impl(rows, in_features, out_features, x, w, bias, y);
+    });
 }

@@ -16,7 +16,7 @@
 namespace attngen::rt {
 
 class StagedOutput {
-public:
+  public:
     // A null destination stages nothing (an optional output that was not requested).
     StagedOutput(float *destination, size_t elements)
         : destination_(destination), elements_(elements) {}
@@ -26,9 +26,9 @@ public:
         if (destination_ == nullptr) return ATTNGEN_OK;
         staging_.reset(new (std::nothrow) float[elements_]);
         if (staging_) return ATTNGEN_OK;
-        return fail(ATTNGEN_ERROR_OUT_OF_MEMORY,
-                    std::string("cannot allocate ") + std::to_string(elements_ * sizeof(float)) +
-                        " bytes to stage " + name);
+        return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, std::string("cannot allocate ") +
+                                                     std::to_string(elements_ * sizeof(float)) +
+                                                     " bytes to stage " + name);
     }
 
     float *data() const { return staging_.get(); }
@@ -39,7 +39,7 @@ public:
         }
     }
 
-private:
+  private:
     float *destination_;
     size_t elements_;
     std::unique_ptr<float[]> staging_;

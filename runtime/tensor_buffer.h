@@ -12,11 +12,17 @@ namespace attngen::rt {
 template <typename T>
 halide_type_t halide_type_for();
 template <>
-inline halide_type_t halide_type_for<float>() { return halide_type_t(halide_type_float, 32); }
+inline halide_type_t halide_type_for<float>() {
+    return halide_type_t(halide_type_float, 32);
+}
 template <>
-inline halide_type_t halide_type_for<int32_t>() { return halide_type_t(halide_type_int, 32); }
+inline halide_type_t halide_type_for<int32_t>() {
+    return halide_type_t(halide_type_int, 32);
+}
 template <>
-inline halide_type_t halide_type_for<uint8_t>() { return halide_type_t(halide_type_uint, 8); }
+inline halide_type_t halide_type_for<uint8_t>() {
+    return halide_type_t(halide_type_uint, 8);
+}
 
 // A dense row-major tensor seen as a Halide buffer: shape is outermost first, as in the C API,
 // and becomes Halide dimensions innermost first. A dimension marked broadcast has stride 0, so
@@ -24,7 +30,7 @@ inline halide_type_t halide_type_for<uint8_t>() { return halide_type_t(halide_ty
 // neutral element standing in for an absent mask).
 template <typename T, int N>
 class TensorBuffer {
-public:
+  public:
     TensorBuffer(const T *data, const std::array<int32_t, N> &shape,
                  const std::array<bool, N> &broadcast = {}) {
         int32_t stride = 1;
@@ -51,7 +57,7 @@ public:
 
     halide_buffer_t *get() { return &buffer_; }
 
-private:
+  private:
     std::array<halide_dimension_t, N> dims_{};
     halide_buffer_t buffer_{};
 };

@@ -27,8 +27,10 @@ attngen_status require_addressable(const char *name, std::initializer_list<int64
     for (int64_t extent : shape) {
         dims += (dims.empty() ? "" : ", ") + std::to_string(extent);
         // Checked before multiplying so the product itself cannot overflow.
-        if (extent > 0 && bytes > limit / extent) bytes = limit + 1;
-        else bytes *= extent;
+        if (extent > 0 && bytes > limit / extent)
+            bytes = limit + 1;
+        else
+            bytes *= extent;
     }
     if (bytes <= limit) return ATTNGEN_OK;
     return fail(ATTNGEN_ERROR_SHAPE, std::string(name) + " of shape [" + dims +
@@ -40,12 +42,11 @@ namespace {
 attngen_status validate_kv_lengths(const int32_t *lengths, int32_t batch, int32_t kv_len) {
     for (int32_t b = 0; b < batch; ++b) {
         const int32_t len = lengths[b];
-        const std::string where = "mask.kv_lengths[" + std::to_string(b) + "] = " +
-                                  std::to_string(len);
+        const std::string where =
+            "mask.kv_lengths[" + std::to_string(b) + "] = " + std::to_string(len);
         if (len < 0) return fail(ATTNGEN_ERROR_INVALID_ARGUMENT, where + " is negative");
         if (len > kv_len) {
-            return fail(ATTNGEN_ERROR_SHAPE,
-                        where + " exceeds kv_len = " + std::to_string(kv_len));
+            return fail(ATTNGEN_ERROR_SHAPE, where + " exceeds kv_len = " + std::to_string(kv_len));
         }
     }
     return ATTNGEN_OK;
@@ -55,14 +56,13 @@ attngen_status require_one_or(int32_t value, int32_t full, const char *name,
                               const char *full_name) {
     if (value == 1 || value == full) return ATTNGEN_OK;
     return fail(ATTNGEN_ERROR_SHAPE, std::string(name) + " must be 1 or " + full_name + " (" +
-                                         std::to_string(full) + "), got " +
-                                         std::to_string(value));
+                                         std::to_string(full) + "), got " + std::to_string(value));
 }
 
 }  // namespace
 
-attngen_status validate_mask(const attngen_mask *mask, int32_t batch, int32_t heads,
-                             int32_t q_len, int32_t kv_len) {
+attngen_status validate_mask(const attngen_mask *mask, int32_t batch, int32_t heads, int32_t q_len,
+                             int32_t kv_len) {
     if (mask == nullptr) return ATTNGEN_OK;
     if (mask->causal != ATTNGEN_CAUSAL_NONE && mask->causal != ATTNGEN_CAUSAL_TOP_LEFT &&
         mask->causal != ATTNGEN_CAUSAL_BOTTOM_RIGHT) {

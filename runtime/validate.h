@@ -19,8 +19,8 @@ attngen_status require_addressable(const char *name, std::initializer_list<int64
                                    int64_t element_size);
 
 // Checks every part of a mask against the problem's sizes (mask may be NULL).
-attngen_status validate_mask(const attngen_mask *mask, int32_t batch, int32_t heads,
-                             int32_t q_len, int32_t kv_len);
+attngen_status validate_mask(const attngen_mask *mask, int32_t batch, int32_t heads, int32_t q_len,
+                             int32_t kv_len);
 
 }  // namespace attngen::rt
 

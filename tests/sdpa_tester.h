@@ -150,9 +150,48 @@ public:
         return r;
     }
 
-    // The reference result for a run's inputs.
-    attngen_ref::SdpaResult Reference(const Run &r) const {
-        return attngen_ref::sdpa(shape_, r.q.data(), r.k.data(), r.v.data(), &r.mask, scale_);
+    // The reference result for a run's inputs, and the rounding bound of each element.
+    struct Expected {
+        attngen_ref::SdpaResult ref;
+        AttentionBounds bounds;
+    };
+
+    Expected Expectation(const Run &r) const {
+        const attngen_ref::SdpaShape &s = shape_;
+        Expected e;
+        e.ref = attngen_ref::sdpa(s, r.q.data(), r.k.data(), r.v.data(), &r.mask, scale_);
+        const std::vector<double> q(r.q.begin(), r.q.end()), k(r.k.begin(), r.k.end()),
+            v(r.v.begin(), r.v.end());
+        const double applied_scale =
+            scale_ != 0.0f ? double(scale_) : 1.0 / std::sqrt(double(s.dk));
+        e.bounds = AttentionErrorBounds(s, q.data(), k.data(), v.data(), nullptr, nullptr,
+                                        nullptr, applied_scale, e.ref);
+        return e;
+    }
+
+    // Compares a successful run's out (and weights, when requested) with the reference.
+    void Check(const Run &r) const {
+        const attngen_ref::SdpaShape &s = shape_;
+        const Expected e = Expectation(r);
+        EXPECT_TRUE(AllClose("out", {s.batch, s.heads, s.q_len, s.dv}, e.ref.out, r.out.data(),
+                             {e.bounds.out, kRelTol, kReason}));
+        if (with_weights_) {
+            EXPECT_TRUE(AllClose("weights", {s.batch, s.heads, s.q_len, s.kv_len}, e.ref.weights,
+                                 r.weights.data(), {e.bounds.weights, kRelTol, kReason}));
+            EXPECT_TRUE(RowsSumToOneOrZero(r.weights, e.ref));
+        }
+    }
+
+    // Two successful runs of the same problem (other options, another code path) agree within
+    // the sum of their allowed errors.
+    ::testing::AssertionResult OutputsAgree(const Run &a, const Run &b) const {
+        const attngen_ref::SdpaShape &s = shape_;
+        const Expected e = Expectation(a);
+        std::vector<double> twice(e.bounds.out);
+        for (double &x : twice) x *= 2;
+        return AllClose("out of the second run vs the first", {s.batch, s.heads, s.q_len, s.dv},
+                        std::vector<double>(a.out.begin(), a.out.end()), b.out.data(),
+                        {twice, 2 * kRelTol, "both runs within their bounds of the reference"});
     }
 
     void Test() const {
@@ -167,25 +206,7 @@ public:
         EXPECT_TRUE(BitIdentical("v (input)", r.v, pristine.v));
         EXPECT_TRUE(BitIdentical("additive (input)", r.additive, pristine.additive));
         EXPECT_EQ(r.bool_mask, pristine.bool_mask) << "the kernel wrote into its input";
-
-        const attngen_ref::SdpaResult ref = Reference(r);
-        const attngen_ref::SdpaShape &s = shape_;
-        const std::vector<double> q(r.q.begin(), r.q.end()), k(r.k.begin(), r.k.end()),
-            v(r.v.begin(), r.v.end());
-        const double applied_scale = scale_ != 0.0f ? double(scale_) : 1.0 / std::sqrt(double(s.dk));
-        const AttentionBounds bounds = AttentionErrorBounds(
-            s, q.data(), k.data(), v.data(), nullptr, nullptr, nullptr, applied_scale, ref);
-
-        const std::string reason =
-            "atol: fp32 rounding bound of this element propagated from the input magnitudes "
-            "(error_bounds.h), 0 where fully masked; rtol: fast exp and fp32 sums in any order";
-        EXPECT_TRUE(AllClose("out", {s.batch, s.heads, s.q_len, s.dv}, ref.out, r.out.data(),
-                             {bounds.out, kRelTol, reason}));
-        if (with_weights_) {
-            EXPECT_TRUE(AllClose("weights", {s.batch, s.heads, s.q_len, s.kv_len}, ref.weights,
-                                 r.weights.data(), {bounds.weights, kRelTol, reason}));
-            EXPECT_TRUE(RowsSumToOneOrZero(r.weights, ref));
-        }
+        Check(r);
     }
 
     std::string Describe() const {
@@ -200,6 +221,10 @@ public:
     }
 
 private:
+    static constexpr const char *kReason =
+        "atol: fp32 rounding bound of this element propagated from the input magnitudes "
+        "(error_bounds.h), 0 where masked; rtol: fast exp and fp32 sums in any order";
+
     // Each row of weights sums to 1, or is all 0 when the reference masks the whole row. The
     // kernel normalizes by its own fp32 sum, so only rounding of kv_len terms separates the
     // sum from 1; kRelTol leaves room for rescaled partial sums of blocked softmax.

@@ -276,10 +276,13 @@ TEST(SdpaKeyPadding, EqualsTheTruncatedSequence) {
     const SdpaTester::Run r = padded.Execute();
     ASSERT_EQ(r.status, ATTNGEN_OK) << attngen_last_error();
 
-    attngen_ref::SdpaShape s;
-    s.q_len = q_len, s.kv_len = valid, s.dk = dk, s.dv = dv;
-    const attngen_ref::SdpaResult truncated =
-        attngen_ref::sdpa(s, r.q.data(), r.k.data(), r.v.data(), nullptr, 0.0);
+    // With batch = heads = 1 the first `valid` keys and values are the leading rows.
+    SdpaTester truncated;
+    truncated.q_len(q_len).kv_len(valid).dk(dk).dv(dv).q_values(r.q);
+    truncated.k_values({r.k.begin(), r.k.begin() + valid * dk});
+    truncated.v_values({r.v.begin(), r.v.begin() + valid * dv});
+    const SdpaTester::Expected e = truncated.Expectation(truncated.Prepare());
+
     std::vector<float> valid_weights;
     for (int i = 0; i < q_len; ++i) {
         for (int j = 0; j < kv_len; ++j) {
@@ -291,11 +294,10 @@ TEST(SdpaKeyPadding, EqualsTheTruncatedSequence) {
             }
         }
     }
-    // Inputs in [-1, 1), dk 5: logits below 5/sqrt(5); 1e-5 is ~100x their rounding.
-    EXPECT_TRUE(AllClose("out", {q_len, dv}, truncated.out, r.out.data(),
-                         {{1e-5}, kRelTol, "rounding of a 7-key softmax of O(1) values"}));
-    EXPECT_TRUE(AllClose("weights", {q_len, valid}, truncated.weights, valid_weights.data(),
-                         {{1e-6}, kRelTol, "rounding of a 7-key softmax of O(1) values"}));
+    EXPECT_TRUE(AllClose("out", {q_len, dv}, e.ref.out, r.out.data(),
+                         {e.bounds.out, kRelTol, "bounds of the truncated problem"}));
+    EXPECT_TRUE(AllClose("weights", {q_len, valid}, e.ref.weights, valid_weights.data(),
+                         {e.bounds.weights, kRelTol, "bounds of the truncated problem"}));
 }
 
 TEST(SdpaKeyPadding, CombinedWithBottomRightCausal) {
@@ -369,10 +371,7 @@ TEST(SdpaBoolMask, EqualsNegativeInfinityAdditive) {
     const SdpaTester::Run a = with_additive.Execute();
     ASSERT_EQ(a.status, ATTNGEN_OK) << attngen_last_error();
 
-    // Adding 0.0f to a logit is exact, so both runs see the same numbers: 1 ulp apart at most.
-    std::vector<double> expected(b.out.begin(), b.out.end());
-    EXPECT_TRUE(AllClose("out (additive vs bool)", {batch, heads, q_len, 3}, expected,
-                         a.out.data(), {{1e-6}, 1e-6, "the same masked softmax twice"}));
+    EXPECT_TRUE(with_additive.OutputsAgree(b, a));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -438,8 +437,8 @@ TEST(SdpaAdditive, ShiftsLogitsByItsValue) {
     const SdpaTester::Run r = t.Execute();
     ASSERT_EQ(r.status, ATTNGEN_OK) << attngen_last_error();
     const double p0 = std::exp(3.0) / (std::exp(3.0) + 1.0);
-    EXPECT_NEAR(r.weights[0], p0, 1e-6);
-    EXPECT_NEAR(r.weights[1], 1.0 - p0, 1e-6);
+    EXPECT_NEAR(r.weights[0], p0, kRelTol * p0);
+    EXPECT_NEAR(r.weights[1], 1.0 - p0, kRelTol * p0);
 }
 
 TEST(SdpaAdditive, CombinedWithEveryOtherPart) {
@@ -527,10 +526,7 @@ TEST(SdpaScale, ZeroMeansInverseSqrtDk) {
         const SdpaTester::Run explicit_scale = t.scale(1.0f / std::sqrt(float(dk))).Execute();
         ASSERT_EQ(by_default.status, ATTNGEN_OK) << attngen_last_error();
         ASSERT_EQ(explicit_scale.status, ATTNGEN_OK) << attngen_last_error();
-        std::vector<double> expected(explicit_scale.out.begin(), explicit_scale.out.end());
-        // The kernel's own 1/sqrt(dk) may differ from ours by 1 ulp: 1e-5 is far above that.
-        EXPECT_TRUE(AllClose("out (scale 0 vs 1/sqrt(dk))", {1, 2, 4, 3}, expected,
-                             by_default.out.data(), {{1e-5}, 1e-5, "1 ulp of the scale"}));
+        EXPECT_TRUE(t.OutputsAgree(explicit_scale, by_default));
         t.scale(0.0f).Test();
     }
 }
@@ -552,11 +548,8 @@ TEST(SdpaWeights, OutputIsTheSameWithAndWithoutWeights) {
     const SdpaTester::Run without = t.with_weights(false).Execute();
     ASSERT_EQ(with.status, ATTNGEN_OK) << attngen_last_error();
     ASSERT_EQ(without.status, ATTNGEN_OK) << attngen_last_error();
-    std::vector<double> expected(with.out.begin(), with.out.end());
-    // Two code paths may block the softmax differently; both are within kRelTol of the
-    // reference, so of each other within twice that.
-    EXPECT_TRUE(AllClose("out (with vs without weights)", {2, 3, 9, 8}, expected,
-                         without.out.data(), {{1e-5}, 2 * kRelTol, "two roundings of one result"}));
+    // Two code paths may block the softmax differently: equal up to both runs' rounding.
+    EXPECT_TRUE(t.OutputsAgree(with, without));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -571,11 +564,7 @@ TEST(SdpaCpp, MatchesReference) {
     attngen::scaled_dot_product_attention({r.q.data(), {2, 2, 3, 4}}, {r.k.data(), {2, 2, 5, 4}},
                                           {r.v.data(), {2, 2, 5, 6}}, {r.out.data(), {2, 2, 3, 6}},
                                           mask, 0.0f, {r.weights.data(), {2, 2, 3, 5}});
-    const attngen_ref::SdpaResult ref = t.Reference(r);
-    EXPECT_TRUE(AllClose("out", {2, 2, 3, 6}, ref.out, r.out.data(),
-                         {{1e-5}, kRelTol, "O(1) values, 5-key softmax"}));
-    EXPECT_TRUE(AllClose("weights", {2, 2, 3, 5}, ref.weights, r.weights.data(),
-                         {{1e-6}, kRelTol, "O(1) values, 5-key softmax"}));
+    t.Check(r);
 }
 
 TEST(SdpaCpp, ShapeMismatchThrowsBeforeWriting) {

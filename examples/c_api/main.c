@@ -5,14 +5,17 @@
 #include <math.h>
 #include <stdio.h>
 
-static int close_to(float got, float expected) { return fabsf(got - expected) <= 1e-4f * (1 + fabsf(expected)); }
+static int close_to(float got, float expected) {
+    return fabsf(got - expected) <= 1e-4f * (1 + fabsf(expected));
+}
 
 int main(void) {
     const float keys[4 * 3] = {10, 0, 0, 0, 10, 0, 0, 0, 10, 0, 0, 10};
     const float values[4 * 2] = {1, 0, 10, 0, 100, 5, 1000, 6};
     const float query[3] = {0, 0, 10};
     float out[2], weights[4];
-    attngen_status s = attngen_sdpa(1, 1, 1, 4, 3, 2, query, keys, values, NULL, 0.0f, out, weights);
+    attngen_status s =
+        attngen_sdpa(1, 1, 1, 4, 3, 2, query, keys, values, NULL, 0.0f, out, weights);
     if (s != ATTNGEN_OK) {
         fprintf(stderr, "attngen_sdpa: %s: %s\n", attngen_status_string(s), attngen_last_error());
         return 1;

@@ -69,13 +69,14 @@ void tutorial_attention() {
                  {{10, 10, 0}, {0.5f, 0.5f, 0, 0}, {5.5f, 0}}};
     for (const auto &c : cases) {
         std::vector<float> out(2), weights(4);
-        attngen::scaled_dot_product_attention({c.query.data(), {1, 1, 1, 3}},
-                                              {keys.data(), {1, 1, 4, 3}},
-                                              {values.data(), {1, 1, 4, 2}}, {out.data(), {1, 1, 1, 2}},
-                                              {}, 0.0f, {weights.data(), {1, 1, 1, 4}});
-        std::printf("  query [%g, %g, %g] -> weights [%.4f, %.4f, %.4f, %.4f], output [%.4f, %.4f]\n",
-                    c.query[0], c.query[1], c.query[2], weights[0], weights[1], weights[2],
-                    weights[3], out[0], out[1]);
+        attngen::scaled_dot_product_attention(
+            {c.query.data(), {1, 1, 1, 3}}, {keys.data(), {1, 1, 4, 3}},
+            {values.data(), {1, 1, 4, 2}}, {out.data(), {1, 1, 1, 2}}, {}, 0.0f,
+            {weights.data(), {1, 1, 1, 4}});
+        std::printf(
+            "  query [%g, %g, %g] -> weights [%.4f, %.4f, %.4f, %.4f], output [%.4f, %.4f]\n",
+            c.query[0], c.query[1], c.query[2], weights[0], weights[1], weights[2], weights[3],
+            out[0], out[1]);
         const std::vector<double> expected_w(c.weights.begin(), c.weights.end());
         const std::vector<double> expected_o(c.out.begin(), c.out.end());
         report("weights vs the tutorial", relative_error(weights, expected_w), 1e-5);
@@ -114,25 +115,26 @@ void mha_case(const char *name, attngen_mha_config config, int batch, int q_len,
     attngen::TensorView<float> weights_view;
     if (with_weights) weights_view = {weights.data(), {batch, c.num_heads, q_len, kv_len}};
     auto forward = [&] {
-        mha.forward({query.data(), {batch, q_len, c.d_model}}, {key.data(), {batch, kv_len, c.kdim}},
-                    {value.data(), {batch, kv_len, c.vdim}}, {out.data(), {batch, q_len, c.d_model}},
-                    {}, weights_view);
+        mha.forward({query.data(), {batch, q_len, c.d_model}},
+                    {key.data(), {batch, kv_len, c.kdim}}, {value.data(), {batch, kv_len, c.vdim}},
+                    {out.data(), {batch, q_len, c.d_model}}, {}, weights_view);
     };
     const double us = time_per_call_us(forward);
 
-    std::printf("%s\n  query [%d, %d, %d], key [%d, %d, %d], value [%d, %d, %d] -> out [%d, %d, %d]",
-                name, batch, q_len, c.d_model, batch, kv_len, c.kdim, batch, kv_len, c.vdim,
-                batch, q_len, c.d_model);
+    std::printf(
+        "%s\n  query [%d, %d, %d], key [%d, %d, %d], value [%d, %d, %d] -> out [%d, %d, %d]", name,
+        batch, q_len, c.d_model, batch, kv_len, c.kdim, batch, kv_len, c.vdim, batch, q_len,
+        c.d_model);
     if (with_weights) std::printf(", weights [%d, %d, %d, %d]", batch, c.num_heads, q_len, kv_len);
     std::printf("\n  time per call: %.1f us (median of 15)\n", us);
 
     attngen_ref::MhaWeights w{wq.data(), wk.data(), wv.data(), wo.data(),
                               bq.data(), bk.data(), bv.data(), bo.data()};
-    const attngen_ref::MhaResult ref = attngen_ref::mha(config, w, batch, q_len, kv_len,
-                                                        query.data(), key.data(), value.data(),
-                                                        nullptr);
+    const attngen_ref::MhaResult ref = attngen_ref::mha(
+        config, w, batch, q_len, kv_len, query.data(), key.data(), value.data(), nullptr);
     report("output vs float64 reference", relative_error(out, ref.out), 1e-4);
-    if (with_weights) report("weights vs float64 reference", relative_error(weights, ref.weights), 1e-4);
+    if (with_weights)
+        report("weights vs float64 reference", relative_error(weights, ref.weights), 1e-4);
 }
 
 }  // namespace

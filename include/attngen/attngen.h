@@ -58,12 +58,12 @@ typedef enum attngen_causal {
  * projection's bias). */
 typedef struct attngen_mask {
     attngen_causal causal;
-    const int32_t *kv_lengths;  /* [batch] valid keys per item, 0..kv_len; keys j >= len masked */
-    const uint8_t *bool_mask;   /* [bool_mask_batch, q_len, kv_len], nonzero = masked, or NULL */
-    int32_t bool_mask_batch;    /* 1 (broadcast over batch) or batch */
-    const float *additive;      /* [additive_batch, additive_heads, q_len, kv_len], or NULL */
-    int32_t additive_batch;     /* 1 or batch */
-    int32_t additive_heads;     /* 1 or num_heads */
+    const int32_t *kv_lengths; /* [batch] valid keys per item, 0..kv_len; keys j >= len masked */
+    const uint8_t *bool_mask;  /* [bool_mask_batch, q_len, kv_len], nonzero = masked, or NULL */
+    int32_t bool_mask_batch;   /* 1 (broadcast over batch) or batch */
+    const float *additive;     /* [additive_batch, additive_heads, q_len, kv_len], or NULL */
+    int32_t additive_batch;    /* 1 or batch */
+    int32_t additive_heads;    /* 1 or num_heads */
 } attngen_mask;
 
 typedef struct attngen_mha_config {
@@ -78,8 +78,7 @@ typedef struct attngen_mha_config {
 
 typedef struct attngen_mha attngen_mha; /* opaque */
 
-ATTNGEN_API attngen_status attngen_mha_create(const attngen_mha_config *config,
-                                              attngen_mha **out);
+ATTNGEN_API attngen_status attngen_mha_create(const attngen_mha_config *config, attngen_mha **out);
 ATTNGEN_API void attngen_mha_destroy(attngen_mha *m); /* NULL is fine */
 
 /* Weights as torch.nn.Linear stores them, row-major [out_features, in_features]:
@@ -87,37 +86,35 @@ ATTNGEN_API void attngen_mha_destroy(attngen_mha *m); /* NULL is fine */
  * Biases bq, bk, bv [H*hd], bo [d_model]; NULL when use_bias is 0. The handle copies them.
  * Must not run concurrently with attngen_mha_forward on the same handle (it waits for running
  * forwards to finish, and forwards started later see the new weights). */
-ATTNGEN_API attngen_status attngen_mha_set_weights(attngen_mha *m, const float *wq,
-                                                   const float *wk, const float *wv,
-                                                   const float *wo, const float *bq,
-                                                   const float *bk, const float *bv,
-                                                   const float *bo);
+ATTNGEN_API attngen_status attngen_mha_set_weights(attngen_mha *m, const float *wq, const float *wk,
+                                                   const float *wv, const float *wo,
+                                                   const float *bq, const float *bk,
+                                                   const float *bv, const float *bo);
 
 /* query [batch, q_len, d_model], key [batch, kv_len, kdim], value [batch, kv_len, vdim].
  * out [batch, q_len, d_model]. weights: NULL, or [batch, num_heads, q_len, kv_len] softmax
  * probabilities. mask: NULL = none. On any error nothing is written to out or weights.
  * Safe to call from several threads at once on one handle. */
 ATTNGEN_API attngen_status attngen_mha_forward(attngen_mha *m, int32_t batch, int32_t q_len,
-                                               int32_t kv_len, const float *query,
-                                               const float *key, const float *value,
-                                               const attngen_mask *mask, float *out,
-                                               float *weights);
+                                               int32_t kv_len, const float *query, const float *key,
+                                               const float *value, const attngen_mask *mask,
+                                               float *out, float *weights);
 
 /* Scaled dot-product attention on already projected heads:
  * q [batch, heads, q_len, dk], k [batch, heads, kv_len, dk], v [batch, heads, kv_len, dv],
  * out [batch, heads, q_len, dv], weights NULL or [batch, heads, q_len, kv_len].
  * scale 0 means 1/sqrt(dk). Runs on the CPU. The mask's additive_heads refers to `heads`. */
-ATTNGEN_API attngen_status attngen_sdpa(int32_t batch, int32_t heads, int32_t q_len,
-                                        int32_t kv_len, int32_t dk, int32_t dv, const float *q,
-                                        const float *k, const float *v, const attngen_mask *mask,
-                                        float scale, float *out, float *weights);
+ATTNGEN_API attngen_status attngen_sdpa(int32_t batch, int32_t heads, int32_t q_len, int32_t kv_len,
+                                        int32_t dk, int32_t dv, const float *q, const float *k,
+                                        const float *v, const attngen_mask *mask, float scale,
+                                        float *out, float *weights);
 
 /* The projection stage on its own, as torch.nn.Linear computes it: y = x wᵀ + bias.
  * x [rows, in_features], w [out_features, in_features], bias [out_features] or NULL,
  * y [rows, out_features]. Runs on the CPU. */
-ATTNGEN_API attngen_status attngen_linear(int32_t rows, int32_t in_features,
-                                          int32_t out_features, const float *x, const float *w,
-                                          const float *bias, float *y);
+ATTNGEN_API attngen_status attngen_linear(int32_t rows, int32_t in_features, int32_t out_features,
+                                          const float *x, const float *w, const float *bias,
+                                          float *y);
 
 /* Library version, "MAJOR.MINOR.PATCH". */
 ATTNGEN_API const char *attngen_version(void);

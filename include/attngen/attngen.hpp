@@ -18,13 +18,13 @@
 namespace attngen {
 
 class Error : public std::runtime_error {
-public:
+  public:
     Error(attngen_status status, const std::string &message)
         : std::runtime_error(std::string(attngen_status_string(status)) + ": " + message),
           status_(status) {}
     attngen_status status() const noexcept { return status_; }
 
-private:
+  private:
     attngen_status status_;
 };
 
@@ -35,7 +35,7 @@ inline void check(attngen_status status) {
 // A dense row-major view: data plus its shape, outermost dimension first.
 template <typename T>
 class TensorView {
-public:
+  public:
     TensorView() = default;
     TensorView(T *data, std::initializer_list<int64_t> shape) : data_(data), shape_(shape) {}
     TensorView(T *data, std::vector<int64_t> shape) : data_(data), shape_(std::move(shape)) {}
@@ -44,7 +44,7 @@ public:
     const std::vector<int64_t> &shape() const noexcept { return shape_; }
     bool empty() const noexcept { return data_ == nullptr; }
 
-private:
+  private:
     T *data_ = nullptr;
     std::vector<int64_t> shape_;
 };
@@ -68,9 +68,9 @@ void expect_shape(const TensorView<T> &t, const char *name, std::vector<int64_t>
 template <typename T>
 int32_t dim(const TensorView<T> &t, size_t i, const char *name) {
     if (t.shape().size() <= i) {
-        throw Error(ATTNGEN_ERROR_SHAPE,
-                    std::string(name) + ": has rank " + std::to_string(t.shape().size()) +
-                        ", needs at least " + std::to_string(i + 1));
+        throw Error(ATTNGEN_ERROR_SHAPE, std::string(name) + ": has rank " +
+                                             std::to_string(t.shape().size()) +
+                                             ", needs at least " + std::to_string(i + 1));
     }
     return static_cast<int32_t>(t.shape()[i]);
 }
@@ -109,7 +109,7 @@ struct MhaConfig {
 // Multi-head attention with its own copy of the weights. Movable, not copyable.
 // forward() is safe to call from several threads at once.
 class MultiHeadAttention {
-public:
+  public:
     explicit MultiHeadAttention(const MhaConfig &config) : config_(config) {
         attngen_mha_config c{};
         c.d_model = config.d_model;
@@ -183,7 +183,7 @@ public:
                                   value.data(), &m, out.data(), weights.data()));
     }
 
-private:
+  private:
     MhaConfig config_;
     attngen_mha *handle_ = nullptr;
 };
@@ -204,8 +204,8 @@ inline void scaled_dot_product_attention(TensorView<const float> q, TensorView<c
     detail::expect_shape(out, "out", {b, h, lq, dv});
     if (!weights.empty()) detail::expect_shape(weights, "weights", {b, h, lq, lkv});
     const attngen_mask m = mask.to_c();
-    check(attngen_sdpa(b, h, lq, lkv, dk, dv, q.data(), k.data(), v.data(), &m, scale,
-                       out.data(), weights.data()));
+    check(attngen_sdpa(b, h, lq, lkv, dk, dv, q.data(), k.data(), v.data(), &m, scale, out.data(),
+                       weights.data()));
 }
 
 // y [rows, out] = x [rows, in] wᵀ + bias, with w [out, in] as torch.nn.Linear stores it.

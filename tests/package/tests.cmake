@@ -1,0 +1,7 @@
+# Tests of what the build ships: the C example against libattngen.so, and an install into a
+# temporary prefix checked for the DESIGN.md layout, the exported symbols and find_package.
+add_test(NAME c_api_example COMMAND attngen_c_example)
+add_test(NAME install_package
+         COMMAND "${CMAKE_CURRENT_LIST_DIR}/check_install.sh" "${PROJECT_BINARY_DIR}"
+                 "${PROJECT_SOURCE_DIR}" "${CMAKE_COMMAND}" "${CMAKE_GENERATOR}")
+set_tests_properties(c_api_example install_package PROPERTIES LABELS host)
