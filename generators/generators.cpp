@@ -20,15 +20,16 @@ constexpr int kEstBatch = 1, kEstLen = 128, kEstModel = 768, kEstHeads = 12, kEs
 template <typename T>
 class AttngenGenerator : public Generator<T> {
   public:
-    GeneratorParam<int> gemm_vectors{"gemm_vectors", 2, 1, 8};
-    GeneratorParam<int> gemm_rows{"gemm_rows", 6, 1, 8};
-    GeneratorParam<int> query_block{"query_block", 32, 4, 512};
-    GeneratorParam<int> score_vectors{"score_vectors", 2, 1, 4};
-    GeneratorParam<int> score_rows{"score_rows", 4, 1, 8};
-    GeneratorParam<int> out_vectors{"out_vectors", 2, 1, 4};
-    GeneratorParam<int> out_rows{"out_rows", 4, 1, 8};
+    // 0 = derived from the target (resolve_cpu_knobs in schedule_cpu.cpp).
+    GeneratorParam<int> gemm_vectors{"gemm_vectors", 0, 0, 8};
+    GeneratorParam<int> gemm_rows{"gemm_rows", 0, 0, 16};
+    GeneratorParam<int> query_block{"query_block", 0, 0, 512};
+    GeneratorParam<int> score_vectors{"score_vectors", 0, 0, 4};
+    GeneratorParam<int> score_rows{"score_rows", 0, 0, 8};
+    GeneratorParam<int> out_vectors{"out_vectors", 0, 0, 4};
+    GeneratorParam<int> out_rows{"out_rows", 0, 0, 8};
 
-  protected:
+protected:
     CpuScheduleKnobs cpu_knobs() const {
         CpuScheduleKnobs k;
         k.gemm_vectors = gemm_vectors;

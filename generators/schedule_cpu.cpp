@@ -25,8 +25,29 @@ Var split_query_blocks(Func f, const Var &row, const Var &h, const Var &b, int q
 
 }  // namespace
 
+CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
+    // Register tiles sized to the register file: AArch64 (NEON) and AVX-512 have 32 vector
+    // registers, AVX2 and SSE 16. A tile of V vectors by R rows keeps V*R accumulators plus V
+    // weight vectors and one broadcast live, so 2 x 6 (12 + 3) fits 16 registers and 4 x 6 or
+    // 2 x 12 (24 + 5, 24 + 3) fits 32. NEON vectors are 4 floats, so it takes 4 of them to
+    // cover the same 16 output features as 2 AVX2 vectors.
+    const bool wide_register_file =
+        target.arch == Target::ARM || target.has_feature(Target::AVX512);
+    const bool narrow_vectors = vector_width(target) <= 4;
+    const auto pick = [](int knob, int fallback) { return knob > 0 ? knob : fallback; };
+    k.gemm_vectors = pick(k.gemm_vectors, narrow_vectors && wide_register_file ? 4 : 2);
+    k.gemm_rows = pick(k.gemm_rows, wide_register_file && !narrow_vectors ? 12 : 6);
+    k.query_block = pick(k.query_block, 32);
+    k.score_vectors = pick(k.score_vectors, wide_register_file && narrow_vectors ? 4 : 2);
+    k.score_rows = pick(k.score_rows, 4);
+    k.out_vectors = pick(k.out_vectors, wide_register_file && narrow_vectors ? 4 : 2);
+    k.out_rows = pick(k.out_rows, 4);
+    return k;
+}
+
 void schedule_projection_cpu(ProjectionStage &p, const Target &target,
-                             const CpuScheduleKnobs &knobs) {
+                             const CpuScheduleKnobs &requested) {
+    const CpuScheduleKnobs knobs = resolve_cpu_knobs(requested, target);
     const int vec = vector_width(target);
     const int tile_o = knobs.gemm_vectors * vec;
     if (kWeightPadding % tile_o != 0) {
@@ -68,8 +89,9 @@ void schedule_weight_pack_cpu(Func pack, const Target &target) {
     pack.compute_root().parallel(f).vectorize(o, vector_width(target));
 }
 
-void schedule_attention_cpu(AttentionStage &a, const Target &target, const CpuScheduleKnobs &knobs,
-                            bool weights_output) {
+void schedule_attention_cpu(AttentionStage &a, const Target &target,
+                            const CpuScheduleKnobs &requested, bool weights_output) {
+    const CpuScheduleKnobs knobs = resolve_cpu_knobs(requested, target);
     const int vec = vector_width(target);
     const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
 

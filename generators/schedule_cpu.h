@@ -9,15 +9,20 @@
 
 namespace attngen {
 
+// Tile sizes of the CPU schedules. A knob of 0 means "derive it from the target"
+// (default_cpu_knobs); the generators expose each one as a GeneratorParam.
 struct CpuScheduleKnobs {
-    int gemm_vectors = 2;   // vectors across output features in a projection register tile
-    int gemm_rows = 6;      // rows in a projection register tile
-    int query_block = 32;   // queries per parallel attention task
-    int score_vectors = 2;  // vectors across keys in a score register tile
-    int score_rows = 4;     // queries in a score register tile
-    int out_vectors = 2;    // vectors across value features in a probs x values register tile
-    int out_rows = 4;       // queries in a probs x values register tile
+    int gemm_vectors = 0;   // vectors across output features in a projection register tile
+    int gemm_rows = 0;      // rows in a projection register tile
+    int query_block = 0;    // queries per parallel attention task
+    int score_vectors = 0;  // vectors across keys in a score register tile
+    int score_rows = 0;     // queries in a score register tile
+    int out_vectors = 0;    // vectors across value features in a probs x values register tile
+    int out_rows = 0;       // queries in a probs x values register tile
 };
+
+// Replaces every 0 knob by the value for the target's register file and vector width.
+CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs knobs, const Halide::Target &target);
 
 // Schedules result (compute_root, or a pipeline output) and its accumulator.
 void schedule_projection_cpu(ProjectionStage &p, const Halide::Target &target,

@@ -133,8 +133,8 @@ MhaBounds MhaErrorBounds(const attngen_mha_config &config, const attngen_ref::Mh
         ProjectionErrors(batch * kv_len, d.kdim, inner, key, w.wk, bias ? w.bk : nullptr), batch,
         kv_len, d.num_heads, d.head_dim);
     const std::vector<double> v_error = SplitHeads(
-        ProjectionErrors(batch * kv_len, d.vdim, inner, value, w.wv, bias ? w.bv : nullptr),
-        batch, kv_len, d.num_heads, d.head_dim);
+        ProjectionErrors(batch * kv_len, d.vdim, inner, value, w.wv, bias ? w.bv : nullptr), batch,
+        kv_len, d.num_heads, d.head_dim);
 
     attngen_ref::SdpaShape s;
     s.batch = batch;
@@ -153,7 +153,8 @@ MhaBounds MhaErrorBounds(const attngen_mha_config &config, const attngen_ref::Mh
         for (int h = 0; h < d.num_heads; ++h)
             for (int i = 0; i < q_len; ++i)
                 for (int c = 0; c < d.head_dim; ++c) {
-                    const size_t from = ((size_t(b) * d.num_heads + h) * q_len + i) * d.head_dim + c;
+                    const size_t from =
+                        ((size_t(b) * d.num_heads + h) * q_len + i) * d.head_dim + c;
                     attn_allowed[(size_t(b) * q_len + i) * inner + size_t(h) * d.head_dim + c] =
                         a.out[from] + kRelTol * std::fabs(ref.sdpa.out[from]);
                 }

@@ -20,7 +20,7 @@
 namespace attngen_test {
 
 class LinearTester {
-public:
+  public:
     LinearTester &rows(int v) { return rows_ = v, *this; }
     LinearTester &in_features(int v) { return in_ = v, *this; }
     LinearTester &out_features(int v) { return out_ = v, *this; }
@@ -41,7 +41,8 @@ public:
             << attngen_last_error();
         EXPECT_STREQ(attngen_last_error(), "");
 
-        const std::vector<double> ref = attngen_ref::linear(rows_, in_, out_, x.data(), w.data(), b);
+        const std::vector<double> ref =
+            attngen_ref::linear(rows_, in_, out_, x.data(), w.data(), b);
         const std::vector<double> atol = LinearErrorBounds(rows_, in_, out_, x.data(), w.data(), b);
         EXPECT_TRUE(AllClose("y", {rows_, out_}, ref, y.data(),
                              {atol, kRelTol,
@@ -56,7 +57,7 @@ public:
         return s.str();
     }
 
-private:
+  private:
     int rows_ = 1, in_ = 1, out_ = 1;
     bool use_bias_ = true;
     uint32_t seed_ = DefaultSeed();

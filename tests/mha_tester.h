@@ -24,7 +24,7 @@
 namespace attngen_test {
 
 class MhaTester {
-public:
+  public:
     MhaTester &d_model(int v) { return config_.d_model = v, *this; }
     MhaTester &num_heads(int v) { return config_.num_heads = v, *this; }
     MhaTester &kdim(int v) { return config_.kdim = v, *this; }
@@ -62,9 +62,6 @@ public:
 
     attngen_mha_config config() const { return config_; }
     attngen_ref::MhaDims dims() const { return attngen_ref::resolve(config_); }
-    int batch() const { return batch_; }
-    int q_len() const { return q_len_; }
-    int kv_len() const { return kv_len_; }
 
     // Weights of the module in torch.nn.Linear layout, drawn as torch initializes them
     // (uniform in +-1/sqrt(in_features)), with nonzero biases so that they show in results.
@@ -142,7 +139,7 @@ public:
             }
         }
         r.key_ptr = self_attention_ ? r.query.data() : r.key.data();
-        r.value_ptr = self_attention_ ? r.query.data()
+        r.value_ptr = self_attention_   ? r.query.data()
                       : same_key_value_ ? r.key.data()
                                         : r.value.data();
 
@@ -171,20 +168,19 @@ public:
     }
 
     void Call(attngen_mha *m, Run &r) const {
-        r.status = attngen_mha_forward(m, batch_, q_len_, kv_len_, r.query.data(), r.key_ptr,
-                                       r.value_ptr, &r.mask, r.out.data(),
-                                       with_weights_ ? r.weights.data() : nullptr);
+        r.status =
+            attngen_mha_forward(m, batch_, q_len_, kv_len_, r.query.data(), r.key_ptr, r.value_ptr,
+                                &r.mask, r.out.data(), with_weights_ ? r.weights.data() : nullptr);
     }
 
     // Compares a successful run with the reference.
     void Check(const Model &model, const Run &r) const {
         const attngen_ref::MhaDims d = dims();
         const attngen_ref::MhaWeights w = model.ref();
-        const attngen_ref::MhaResult ref =
-            attngen_ref::mha(config_, w, batch_, q_len_, kv_len_, r.query.data(), r.key_ptr,
-                             r.value_ptr, &r.mask);
-        const MhaBounds bounds = MhaErrorBounds(config_, w, batch_, q_len_, kv_len_,
-                                                r.query.data(), r.key_ptr, r.value_ptr, ref);
+        const attngen_ref::MhaResult ref = attngen_ref::mha(
+            config_, w, batch_, q_len_, kv_len_, r.query.data(), r.key_ptr, r.value_ptr, &r.mask);
+        const MhaBounds bounds = MhaErrorBounds(config_, w, batch_, q_len_, kv_len_, r.query.data(),
+                                                r.key_ptr, r.value_ptr, ref);
         const std::string reason =
             "atol: fp32 rounding bound of this element propagated through projections, "
             "softmax and output projection (error_bounds.h); rtol: fast exp and fp32 sums in "
@@ -231,7 +227,7 @@ public:
         return s.str();
     }
 
-private:
+  private:
     attngen_mha_config config_{8, 2, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
     int batch_ = 1, q_len_ = 3, kv_len_ = 4;
     attngen_causal causal_ = ATTNGEN_CAUSAL_NONE;

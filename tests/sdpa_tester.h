@@ -24,7 +24,7 @@
 namespace attngen_test {
 
 class SdpaTester {
-public:
+  public:
     SdpaTester &batch(int v) { return shape_.batch = v, *this; }
     SdpaTester &heads(int v) { return shape_.heads = v, *this; }
     SdpaTester &q_len(int v) { return shape_.q_len = v, *this; }
@@ -74,8 +74,6 @@ public:
     SdpaTester &q_values(std::vector<float> x) { return q_ = std::move(x), *this; }
     SdpaTester &k_values(std::vector<float> x) { return k_ = std::move(x), *this; }
     SdpaTester &v_values(std::vector<float> x) { return v_ = std::move(x), *this; }
-
-    const attngen_ref::SdpaShape &shape() const { return shape_; }
 
     // The inputs, mask and results of one run. mask points into the run's own vectors, so a run
     // moves but never copies.
@@ -164,8 +162,8 @@ public:
             v(r.v.begin(), r.v.end());
         const double applied_scale =
             scale_ != 0.0f ? double(scale_) : 1.0 / std::sqrt(double(s.dk));
-        e.bounds = AttentionErrorBounds(s, q.data(), k.data(), v.data(), nullptr, nullptr,
-                                        nullptr, applied_scale, e.ref);
+        e.bounds = AttentionErrorBounds(s, q.data(), k.data(), v.data(), nullptr, nullptr, nullptr,
+                                        applied_scale, e.ref);
         return e;
     }
 
@@ -220,7 +218,7 @@ public:
         return d.str();
     }
 
-private:
+  private:
     static constexpr const char *kReason =
         "atol: fp32 rounding bound of this element propagated from the input magnitudes "
         "(error_bounds.h), 0 where masked; rtol: fast exp and fp32 sums in any order";

@@ -84,10 +84,10 @@ constexpr int32_t kSquareOverflow = 46341;
 
 // The names an overflow message may give: the buffer or a size that made it too large.
 const std::vector<std::string> kOverflowNames = {
-    "batch", "heads", "num_heads", "q_len", "kv_len", "dk",   "dv",       "d_model",
-    "query", "key",   "value",     "out",   "weights", "q",   "k",        "v",
-    "additive", "bool_mask", "rows", "in_features", "out_features", "x", "w", "y",
-    "wq", "wk", "wv", "wo", "head_dim"};
+    "batch",    "heads",     "num_heads", "q_len",       "kv_len",       "dk", "dv", "d_model",
+    "query",    "key",       "value",     "out",         "weights",      "q",  "k",  "v",
+    "additive", "bool_mask", "rows",      "in_features", "out_features", "x",  "w",  "y",
+    "wq",       "wk",        "wv",        "wo",          "head_dim"};
 
 // ---------------------------------------------------------------------------------------------
 // Status strings, last error, version, destroy
@@ -184,7 +184,7 @@ TEST(Destroy, NullIsFine) {
 // attngen_mha_create
 
 class CreateErrors : public ::testing::Test {
-protected:
+  protected:
     // Creates from config_; the handle must stay null unless the call succeeds.
     attngen_status Create() {
         attngen_mha *m = nullptr;
@@ -335,7 +335,9 @@ void ExpectGpuDeviceWorksOrIsRefused(attngen_device device) {
     t.Check(model, r);
 }
 
-TEST(DeviceErrors, CudaWorksOrIsRefused) { ExpectGpuDeviceWorksOrIsRefused(ATTNGEN_DEVICE_CUDA); }
+TEST(DeviceErrors, CudaWorksOrIsRefused) {
+    ExpectGpuDeviceWorksOrIsRefused(ATTNGEN_DEVICE_CUDA);
+}
 
 TEST(DeviceErrors, OpenClWorksOrIsRefused) {
     ExpectGpuDeviceWorksOrIsRefused(ATTNGEN_DEVICE_OPENCL);
@@ -345,7 +347,7 @@ TEST(DeviceErrors, OpenClWorksOrIsRefused) {
 // attngen_mha_set_weights
 
 class SetWeightsErrors : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         tester_.d_model(8).num_heads(2).kdim(6).vdim(5).batch(3).q_len(4).kv_len(5);
         const attngen_mha_config config = tester_.config();
@@ -377,7 +379,9 @@ TEST_F(SetWeightsErrors, BaselineSucceeds) {
     EXPECT_STREQ(attngen_last_error(), "");
 }
 
-TEST_F(SetWeightsErrors, NullHandle) { EXPECT_TRUE(FailedWith(SetWeights(nullptr), kInvalid, {})); }
+TEST_F(SetWeightsErrors, NullHandle) {
+    EXPECT_TRUE(FailedWith(SetWeights(nullptr), kInvalid, {}));
+}
 
 TEST_F(SetWeightsErrors, EachNullWeight) {
     const char *names[] = {"wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"};
@@ -397,9 +401,9 @@ TEST_F(SetWeightsErrors, NullBiasesAreFineWithoutUseBias) {
     attngen_mha *m = nullptr;
     ASSERT_EQ(attngen_mha_create(&config, &m), ATTNGEN_OK) << attngen_last_error();
     MhaHandle handle(m);
-    EXPECT_EQ(attngen_mha_set_weights(m, w_[0], w_[1], w_[2], w_[3], nullptr, nullptr, nullptr,
-                                      nullptr),
-              ATTNGEN_OK)
+    EXPECT_EQ(
+        attngen_mha_set_weights(m, w_[0], w_[1], w_[2], w_[3], nullptr, nullptr, nullptr, nullptr),
+        ATTNGEN_OK)
         << attngen_last_error();
 }
 
@@ -408,10 +412,10 @@ TEST_F(SetWeightsErrors, NullBiasesAreFineWithoutUseBias) {
 TEST_F(SetWeightsErrors, FailedSetWeightsKeepsThePreviousWeights) {
     ASSERT_EQ(SetWeights(handle_.get()), ATTNGEN_OK) << attngen_last_error();
     const std::vector<float> other(64 * 64, 3.0f);
-    EXPECT_TRUE(FailedWith(attngen_mha_set_weights(handle_.get(), other.data(), other.data(),
-                                                   other.data(), other.data(), other.data(),
-                                                   other.data(), other.data(), nullptr),
-                           kInvalid, {"bo"}));
+    EXPECT_TRUE(FailedWith(
+        attngen_mha_set_weights(handle_.get(), other.data(), other.data(), other.data(),
+                                other.data(), other.data(), other.data(), other.data(), nullptr),
+        kInvalid, {"bo"}));
     MhaTester::Run r = tester_.Prepare(DefaultSeed());
     tester_.Call(handle_.get(), r);
     ASSERT_EQ(r.status, ATTNGEN_OK) << attngen_last_error();
@@ -422,7 +426,7 @@ TEST_F(SetWeightsErrors, FailedSetWeightsKeepsThePreviousWeights) {
 // attngen_mha_forward
 
 class ForwardErrors : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         tester_.d_model(8).num_heads(2).kdim(6).vdim(5).batch(3).q_len(4).kv_len(5);
         const attngen_mha_config config = tester_.config();
@@ -674,7 +678,7 @@ TEST_F(ForwardErrors, SuccessAfterFailureClearsLastError) {
 // attngen_sdpa
 
 class SdpaErrors : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         Rng rng(DefaultSeed());
         q_buf_ = rng.Uniform(2 * 2 * 3 * 5, -1, 1);
@@ -721,8 +725,8 @@ TEST_F(SdpaErrors, NonPositiveSizes) {
         const char *name;
         int32_t *value;
     };
-    const Size sizes[] = {{"batch", &batch_}, {"heads", &heads_}, {"q_len", &q_len_},
-                          {"kv_len", &kv_len_}, {"dk", &dk_},      {"dv", &dv_}};
+    const Size sizes[] = {{"batch", &batch_},   {"heads", &heads_}, {"q_len", &q_len_},
+                          {"kv_len", &kv_len_}, {"dk", &dk_},       {"dv", &dv_}};
     for (const Size &s : sizes) {
         const int32_t saved = *s.value;
         for (int v : {0, -1}) {
@@ -809,7 +813,7 @@ TEST_F(SdpaErrors, WeightsElementCountOverflowsInt32) {
 // attngen_linear
 
 class LinearErrors : public ::testing::Test {
-protected:
+  protected:
     attngen_status Linear() {
         y_buf_.assign(5 * 3, kSentinel);
         return attngen_linear(rows_, in_, out_, x_, w_, bias_, y_null_ ? nullptr : y_buf_.data());

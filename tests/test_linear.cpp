@@ -3,8 +3,8 @@
 #include "test_util.h"
 
 #include <attngen/attngen.h>
-#include <attngen/attngen.hpp>
 #include <gtest/gtest.h>
+#include <attngen/attngen.hpp>
 
 #include <string>
 #include <tuple>
@@ -22,18 +22,15 @@ TEST_P(LinearOddShapes, MatchesReference) {
     LinearTester().rows(rows).in_features(in).out_features(out).use_bias(bias).Test();
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, LinearOddShapes,
-                         ::testing::Combine(::testing::Values(1, 5, 33),
-                                            ::testing::Values(1, 7, 64, 100),
-                                            ::testing::Values(1, 9, 16, 17, 130),
-                                            ::testing::Bool()),
-                         [](const ::testing::TestParamInfo<LinearShape> &info) {
-                             const LinearShape &s = info.param;
-                             return "rows" + std::to_string(std::get<0>(s)) + "_in" +
-                                    std::to_string(std::get<1>(s)) + "_out" +
-                                    std::to_string(std::get<2>(s)) +
-                                    (std::get<3>(s) ? "_bias" : "_nobias");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, LinearOddShapes,
+    ::testing::Combine(::testing::Values(1, 5, 33), ::testing::Values(1, 7, 64, 100),
+                       ::testing::Values(1, 9, 16, 17, 130), ::testing::Bool()),
+    [](const ::testing::TestParamInfo<LinearShape> &info) {
+        const LinearShape &s = info.param;
+        return "rows" + std::to_string(std::get<0>(s)) + "_in" + std::to_string(std::get<1>(s)) +
+               "_out" + std::to_string(std::get<2>(s)) + (std::get<3>(s) ? "_bias" : "_nobias");
+    });
 
 TEST(Linear, LargeReduction) {
     LinearTester().rows(17).in_features(768).out_features(320).use_bias(true).Test();
@@ -60,8 +57,8 @@ TEST(Linear, ExactOnSmallIntegers) {
 
 // w is [out, in] as torch.nn.Linear stores it, not [in, out]: a transposed read changes this.
 TEST(Linear, WeightLayoutIsOutByIn) {
-    const std::vector<float> x = {1, 10, 100};                 // [1, 3]
-    const std::vector<float> w = {1, 0, 0, 0, 1, 0};           // [2, 3]: picks x[0], x[1]
+    const std::vector<float> x = {1, 10, 100};        // [1, 3]
+    const std::vector<float> w = {1, 0, 0, 0, 1, 0};  // [2, 3]: picks x[0], x[1]
     std::vector<float> y = NaNs(2);
     ASSERT_EQ(attngen_linear(1, 3, 2, x.data(), w.data(), nullptr, y.data()), ATTNGEN_OK)
         << attngen_last_error();

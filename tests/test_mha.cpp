@@ -5,8 +5,8 @@
 #include "test_util.h"
 
 #include <attngen/attngen.h>
-#include <attngen/attngen.hpp>
 #include <gtest/gtest.h>
+#include <attngen/attngen.hpp>
 
 #include <cmath>
 #include <string>
@@ -86,8 +86,16 @@ TEST(Mha, SelfAttentionWithOneTensorForQueryKeyAndValue) {
 }
 
 TEST(Mha, SharedKeyValueTensor) {
-    MhaTester().d_model(32).num_heads(4).kdim(20).vdim(20).batch(2).q_len(5).kv_len(11)
-        .same_key_value(true).Test();
+    MhaTester()
+        .d_model(32)
+        .num_heads(4)
+        .kdim(20)
+        .vdim(20)
+        .batch(2)
+        .q_len(5)
+        .kv_len(11)
+        .same_key_value(true)
+        .Test();
 }
 
 TEST(Mha, HeadDimNotAMultipleOfEight) {
@@ -212,8 +220,8 @@ TEST(MhaHandle, SetWeightsCopiesTheWeights) {
     ASSERT_NE(h.m, nullptr);
     // Overwrite the very arrays given to set_weights: the handle must still use the originals.
     const MhaTester::Model original = h.model;
-    for (auto *w : {&h.model.wq, &h.model.wk, &h.model.wv, &h.model.wo, &h.model.bq,
-                    &h.model.bk, &h.model.bv, &h.model.bo}) {
+    for (auto *w : {&h.model.wq, &h.model.wk, &h.model.wv, &h.model.wo, &h.model.bq, &h.model.bk,
+                    &h.model.bv, &h.model.bo}) {
         for (float &x : *w) x = 1e3f;
     }
     MhaTester::Run r = t.Prepare(DefaultSeed());
@@ -371,10 +379,10 @@ TEST(MhaCpp, WrongInputShapesThrowShapeBeforeWriting) {
         std::vector<int64_t> q, k, v, out, weights;
     };
     const std::vector<Case> cases = {
-        {"key", {2, 3, 8}, {1, 4, 8}, {2, 4, 8}, {2, 3, 8}, {}},     // batch differs
-        {"value", {2, 3, 8}, {2, 4, 8}, {2, 3, 8}, {2, 3, 8}, {}},   // kv_len differs
-        {"out", {2, 3, 8}, {2, 4, 8}, {2, 4, 8}, {2, 3, 7}, {}},     // feature size
-        {"query", {2, 3, 6}, {2, 4, 8}, {2, 4, 8}, {2, 3, 8}, {}},   // not d_model
+        {"key", {2, 3, 8}, {1, 4, 8}, {2, 4, 8}, {2, 3, 8}, {}},    // batch differs
+        {"value", {2, 3, 8}, {2, 4, 8}, {2, 3, 8}, {2, 3, 8}, {}},  // kv_len differs
+        {"out", {2, 3, 8}, {2, 4, 8}, {2, 4, 8}, {2, 3, 7}, {}},    // feature size
+        {"query", {2, 3, 6}, {2, 4, 8}, {2, 4, 8}, {2, 3, 8}, {}},  // not d_model
         {"weights", {2, 3, 8}, {2, 4, 8}, {2, 4, 8}, {2, 3, 8}, {2, 2, 4, 3}},
     };
     for (const Case &c : cases) {
@@ -421,9 +429,9 @@ TEST(MhaCpp, BiasesGivenToABiaslessModuleAreIgnored) {
     const MhaTester::Model model = t.MakeModel();  // no biases
     attngen::MultiHeadAttention mha(CppConfig(8, 2, 0, 0, 0, false));
     const std::vector<float> bias(8, 100.0f);  // would dominate the output if applied
-    mha.set_weights({model.wq.data(), {8, 8}}, {model.wk.data(), {8, 8}},
-                    {model.wv.data(), {8, 8}}, {model.wo.data(), {8, 8}}, {bias.data(), {8}},
-                    {bias.data(), {8}}, {bias.data(), {8}}, {bias.data(), {8}});
+    mha.set_weights({model.wq.data(), {8, 8}}, {model.wk.data(), {8, 8}}, {model.wv.data(), {8, 8}},
+                    {model.wo.data(), {8, 8}}, {bias.data(), {8}}, {bias.data(), {8}},
+                    {bias.data(), {8}}, {bias.data(), {8}});
     MhaTester::Run r = t.Prepare(DefaultSeed());
     mha.forward({r.query.data(), {1, 3, 8}}, {r.key_ptr, {1, 4, 8}}, {r.value_ptr, {1, 4, 8}},
                 {r.out.data(), {1, 3, 8}});
@@ -435,8 +443,8 @@ TEST(MhaCpp, BiaslessModuleAcceptsEmptyBiases) {
     t.d_model(8).num_heads(2).use_bias(false).batch(1).q_len(3).kv_len(4).with_weights(false);
     const MhaTester::Model model = t.MakeModel();
     attngen::MultiHeadAttention mha(CppConfig(8, 2, 0, 0, 0, false));
-    mha.set_weights({model.wq.data(), {8, 8}}, {model.wk.data(), {8, 8}},
-                    {model.wv.data(), {8, 8}}, {model.wo.data(), {8, 8}});
+    mha.set_weights({model.wq.data(), {8, 8}}, {model.wk.data(), {8, 8}}, {model.wv.data(), {8, 8}},
+                    {model.wo.data(), {8, 8}});
     MhaTester::Run r = t.Prepare(DefaultSeed());
     mha.forward({r.query.data(), {1, 3, 8}}, {r.key_ptr, {1, 4, 8}}, {r.value_ptr, {1, 4, 8}},
                 {r.out.data(), {1, 3, 8}});

@@ -5,8 +5,8 @@
 #include "test_util.h"
 
 #include <attngen/attngen.h>
-#include <attngen/attngen.hpp>
 #include <gtest/gtest.h>
+#include <attngen/attngen.hpp>
 
 #include <cmath>
 #include <limits>
@@ -62,7 +62,9 @@ INSTANTIATE_TEST_SUITE_P(EdgeSizes, SdpaDvByQLen,
                                     std::to_string(std::get<1>(info.param));
                          });
 
-TEST(SdpaShapes, EverythingOne) { SdpaTester().Test(); }
+TEST(SdpaShapes, EverythingOne) {
+    SdpaTester().Test();
+}
 
 TEST(SdpaShapes, SingleQueryOverLongKv) {  // one decoding step against a long cache
     SdpaTester().batch(2).heads(4).q_len(1).kv_len(1000).dk(64).dv(64).with_weights(true).Test();
@@ -132,8 +134,8 @@ std::vector<MaskCase> AllMaskCases() {
             for (int bool_batch : {0, 1, 3})
                 for (const auto &add : additive)
                     for (const auto &len : lens)
-                        cases.push_back({causal, kv_lengths, bool_batch, add[0], add[1], len[0],
-                                         len[1]});
+                        cases.push_back(
+                            {causal, kv_lengths, bool_batch, add[0], add[1], len[0], len[1]});
     return cases;
 }
 
@@ -240,10 +242,24 @@ TEST(SdpaCausal, BothAlignmentsAgreeWhenSquare) {
 }
 
 TEST(SdpaCausal, CausalOverManyHeadsAndBatches) {
-    SdpaTester().batch(3).heads(4).q_len(17).kv_len(33).dk(8).dv(8).causal(
-        ATTNGEN_CAUSAL_BOTTOM_RIGHT).Test();
-    SdpaTester().batch(3).heads(4).q_len(33).kv_len(17).dk(8).dv(8).causal(
-        ATTNGEN_CAUSAL_TOP_LEFT).Test();
+    SdpaTester()
+        .batch(3)
+        .heads(4)
+        .q_len(17)
+        .kv_len(33)
+        .dk(8)
+        .dv(8)
+        .causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT)
+        .Test();
+    SdpaTester()
+        .batch(3)
+        .heads(4)
+        .q_len(33)
+        .kv_len(17)
+        .dk(8)
+        .dv(8)
+        .causal(ATTNGEN_CAUSAL_TOP_LEFT)
+        .Test();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -302,8 +318,16 @@ TEST(SdpaKeyPadding, EqualsTheTruncatedSequence) {
 
 TEST(SdpaKeyPadding, CombinedWithBottomRightCausal) {
     // The causal band follows kv_len, not the valid length: a query may see no valid key.
-    SdpaTester().batch(3).heads(2).q_len(6).kv_len(8).dk(4).dv(4).kv_lengths({2, 8, 5}).causal(
-        ATTNGEN_CAUSAL_BOTTOM_RIGHT).Test();
+    SdpaTester()
+        .batch(3)
+        .heads(2)
+        .q_len(6)
+        .kv_len(8)
+        .dk(4)
+        .dv(4)
+        .kv_lengths({2, 8, 5})
+        .causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT)
+        .Test();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -326,8 +350,8 @@ TEST(SdpaBoolMask, OnePerBatchItem) {
 // Nonzero means masked, whatever the value: 1, 2, 128 and 255 alike.
 TEST(SdpaBoolMask, AnyNonzeroByteMasks) {
     const int q_len = 2, kv_len = 5;
-    const std::vector<uint8_t> mask = {0, 1, 2, 128, 255,  //
-                                       255, 0, 0, 7, 0};
+    const std::vector<uint8_t> mask = {0,   1, 2, 128, 255,  //
+                                       255, 0, 0, 7,   0};
     SdpaTester t;
     t.q_len(q_len).kv_len(kv_len).dk(3).dv(2).bool_mask_values(1, mask);
     t.Test();
@@ -357,8 +381,8 @@ TEST(SdpaBoolMask, FullyMaskedRowGivesZeros) {
 TEST(SdpaBoolMask, EqualsNegativeInfinityAdditive) {
     const int batch = 2, heads = 2, q_len = 5, kv_len = 7;
     SdpaTester with_bool;
-    with_bool.batch(batch).heads(heads).q_len(q_len).kv_len(kv_len).dk(6).dv(3).bool_mask(
-        batch, 0.4);
+    with_bool.batch(batch).heads(heads).q_len(q_len).kv_len(kv_len).dk(6).dv(3).bool_mask(batch,
+                                                                                          0.4);
     const SdpaTester::Run b = with_bool.Execute();
     ASSERT_EQ(b.status, ATTNGEN_OK) << attngen_last_error();
 
@@ -402,9 +426,9 @@ TEST(SdpaAdditive, WithNegativeInfinityEntries) {
 
 TEST(SdpaAdditive, FullyNegativeInfinityRowGivesZeros) {
     const int q_len = 3, kv_len = 5;
-    std::vector<float> additive = {0.5f, -1, 0,    2,    -kInf,  //
+    std::vector<float> additive = {0.5f,  -1,    0,     2,     -kInf,  //
                                    -kInf, -kInf, -kInf, -kInf, -kInf,  // query 1: nothing
-                                   0,    0,    -kInf, 1,    0};
+                                   0,     0,     -kInf, 1,     0};
     SdpaTester t;
     t.heads(2).q_len(q_len).kv_len(kv_len).dk(4).dv(3).additive_values(1, 1, additive);
     t.with_weights(true).Test();
@@ -444,8 +468,10 @@ TEST(SdpaAdditive, ShiftsLogitsByItsValue) {
 TEST(SdpaAdditive, CombinedWithEveryOtherPart) {
     SdpaTester t;
     t.batch(3).heads(2).q_len(8).kv_len(13).dk(9).dv(7);
-    t.causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT).kv_lengths({13, 6, 0}).bool_mask(3, 0.2).additive(
-        1, 2, 0.2);
+    t.causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT)
+        .kv_lengths({13, 6, 0})
+        .bool_mask(3, 0.2)
+        .additive(1, 2, 0.2);
     t.with_weights(true).Test();
     t.with_weights(false).Test();
 }
@@ -537,8 +563,17 @@ TEST(SdpaScale, ZeroMeansInverseSqrtDk) {
 TEST(SdpaWeights, RowsSumToOneOrZeroUnderHeavyMasking) {
     // SdpaTester checks the row sums whenever weights are requested; a dense mask makes many
     // rows fully masked and many nearly so.
-    SdpaTester().batch(3).heads(3).q_len(16).kv_len(16).dk(8).dv(8).bool_mask(3, 0.8).kv_lengths(
-        {16, 3, 0}).with_weights(true).Test();
+    SdpaTester()
+        .batch(3)
+        .heads(3)
+        .q_len(16)
+        .kv_len(16)
+        .dk(8)
+        .dv(8)
+        .bool_mask(3, 0.8)
+        .kv_lengths({16, 3, 0})
+        .with_weights(true)
+        .Test();
 }
 
 TEST(SdpaWeights, OutputIsTheSameWithAndWithoutWeights) {
@@ -572,8 +607,7 @@ TEST(SdpaCpp, ShapeMismatchThrowsBeforeWriting) {
     try {
         // k has batch 1 and 2 heads where q has batch 2 and 1 head.
         attngen::scaled_dot_product_attention({q.data(), {2, 1, 3, 4}}, {k.data(), {1, 2, 5, 4}},
-                                              {v.data(), {2, 1, 5, 6}},
-                                              {out.data(), {2, 1, 3, 6}});
+                                              {v.data(), {2, 1, 5, 6}}, {out.data(), {2, 1, 3, 6}});
         FAIL() << "expected attngen::Error";
     } catch (const attngen::Error &e) {
         EXPECT_EQ(e.status(), ATTNGEN_ERROR_SHAPE);

@@ -26,7 +26,8 @@ struct ThreadReport {
 
 void ExpectNoFailures(const std::vector<ThreadReport> &reports) {
     for (size_t t = 0; t < reports.size(); ++t) {
-        for (const std::string &f : reports[t].failures) ADD_FAILURE() << "thread " << t << ": " << f;
+        for (const std::string &f : reports[t].failures)
+            ADD_FAILURE() << "thread " << t << ": " << f;
     }
 }
 
@@ -76,14 +77,14 @@ void ConcurrentForwardIsBitIdentical(MhaTester t) {
             MhaTester::Run r = t.Prepare(DefaultSeed() + 1000u * uint32_t(th));
             t.Call(m.get(), r);
             if (r.status != ATTNGEN_OK) {
-                report.failures.push_back(std::string("status ") +
-                                          attngen_status_string(r.status) + ": " +
-                                          attngen_last_error());
+                report.failures.push_back(std::string("status ") + attngen_status_string(r.status) +
+                                          ": " + attngen_last_error());
                 return;
             }
             for (const std::string &f : {Mismatch("out", r.out, expected[th].out),
                                          Mismatch("weights", r.weights, expected[th].weights)}) {
-                if (!f.empty()) report.failures.push_back("round " + std::to_string(round) + ": " + f);
+                if (!f.empty())
+                    report.failures.push_back("round " + std::to_string(round) + ": " + f);
             }
             if (!report.failures.empty()) return;
         }
@@ -93,14 +94,28 @@ void ConcurrentForwardIsBitIdentical(MhaTester t) {
 
 TEST(Threads, ConcurrentForwardOnOneHandleWithWeights) {
     MhaTester t;
-    t.d_model(32).num_heads(4).batch(2).q_len(9).kv_len(13).kv_lengths({13, 6}).causal(
-        ATTNGEN_CAUSAL_BOTTOM_RIGHT).additive(1, 4, 0.1).with_weights(true);
+    t.d_model(32)
+        .num_heads(4)
+        .batch(2)
+        .q_len(9)
+        .kv_len(13)
+        .kv_lengths({13, 6})
+        .causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT)
+        .additive(1, 4, 0.1)
+        .with_weights(true);
     ConcurrentForwardIsBitIdentical(t);
 }
 
 TEST(Threads, ConcurrentForwardOnOneHandleWithoutWeights) {
     MhaTester t;
-    t.d_model(64).num_heads(8).kdim(24).vdim(40).batch(3).q_len(17).kv_len(70).bool_mask(3, 0.2)
+    t.d_model(64)
+        .num_heads(8)
+        .kdim(24)
+        .vdim(40)
+        .batch(3)
+        .q_len(17)
+        .kv_len(70)
+        .bool_mask(3, 0.2)
         .with_weights(false);
     ConcurrentForwardIsBitIdentical(t);
 }
@@ -132,10 +147,10 @@ TEST(Threads, ConcurrentForwardWithDifferentShapesPerThread) {
         for (int round = 0; round < kRounds; ++round) {
             MhaTester::Run r = testers[th].Prepare(uint32_t(th));
             testers[th].Call(m.get(), r);
-            std::string f = r.status != ATTNGEN_OK ? attngen_last_error()
-                                                   : Mismatch("out", r.out, expected[th].out) +
-                                                         Mismatch("weights", r.weights,
-                                                                  expected[th].weights);
+            std::string f = r.status != ATTNGEN_OK
+                                ? attngen_last_error()
+                                : Mismatch("out", r.out, expected[th].out) +
+                                      Mismatch("weights", r.weights, expected[th].weights);
             if (!f.empty()) {
                 report.failures.push_back("round " + std::to_string(round) + ": " + f);
                 return;

@@ -4,8 +4,8 @@
 #include "test_util.h"
 
 #include <attngen/attngen.h>
-#include <attngen/attngen.hpp>
 #include <gtest/gtest.h>
+#include <attngen/attngen.hpp>
 
 #include <cmath>
 #include <string>
@@ -21,9 +21,9 @@ const std::vector<float> kTutorialValues = {1, 0, 10, 0, 100, 5, 1000, 6};
 
 struct TutorialQuery {
     std::string name;
-    std::vector<float> query;           // [3]
-    std::vector<double> weights;        // [4]
-    std::vector<double> output;         // [2]
+    std::vector<float> query;     // [3]
+    std::vector<double> weights;  // [4]
+    std::vector<double> output;   // [2]
 };
 
 const std::vector<TutorialQuery> &TutorialQueries() {
@@ -85,8 +85,8 @@ TEST_P(TutorialSdpaQuery, ReferenceMatchesTheTutorial) {
     const TutorialQuery &t = GetParam();
     attngen_ref::SdpaShape s;
     s.kv_len = 4, s.dk = 3, s.dv = 2;
-    const attngen_ref::SdpaResult ref = attngen_ref::sdpa(
-        s, t.query.data(), kTutorialKeys.data(), kTutorialValues.data(), nullptr, 0.0);
+    const attngen_ref::SdpaResult ref = attngen_ref::sdpa(s, t.query.data(), kTutorialKeys.data(),
+                                                          kTutorialValues.data(), nullptr, 0.0);
     for (int j = 0; j < 4; ++j) EXPECT_NEAR(ref.weights[j], t.weights[j], 1e-20) << "key " << j;
     for (int c = 0; c < 2; ++c) EXPECT_NEAR(ref.out[c], t.output[c], 1e-9 * 1000) << "column " << c;
 }
@@ -116,11 +116,10 @@ TEST(TutorialSdpa, ThroughTheCppApi) {
         queries.insert(queries.end(), t.query.begin(), t.query.end());
     }
     std::vector<float> out = NaNs(3 * 2), weights = NaNs(3 * 4);
-    attngen::scaled_dot_product_attention({queries.data(), {1, 1, 3, 3}},
-                                          {kTutorialKeys.data(), {1, 1, 4, 3}},
-                                          {kTutorialValues.data(), {1, 1, 4, 2}},
-                                          {out.data(), {1, 1, 3, 2}}, {}, 0.0f,
-                                          {weights.data(), {1, 1, 3, 4}});
+    attngen::scaled_dot_product_attention(
+        {queries.data(), {1, 1, 3, 3}}, {kTutorialKeys.data(), {1, 1, 4, 3}},
+        {kTutorialValues.data(), {1, 1, 4, 2}}, {out.data(), {1, 1, 3, 2}}, {}, 0.0f,
+        {weights.data(), {1, 1, 3, 4}});
     ExpectTutorialResult(weights, out, TutorialQueries());
 }
 
@@ -165,14 +164,7 @@ TEST(TutorialMha, Batch32Query10KeyValue20) {
 }
 
 TEST(TutorialMha, Batch32Query10KeyValue20WithoutWeightsOutput) {
-    MhaTester()
-        .d_model(512)
-        .num_heads(8)
-        .batch(32)
-        .q_len(10)
-        .kv_len(20)
-        .with_weights(false)
-        .Test();
+    MhaTester().d_model(512).num_heads(8).batch(32).q_len(10).kv_len(20).with_weights(false).Test();
 }
 
 // Stable Diffusion's CrossAttention: query_dim 320, context_dim 768 (CLIP text, 77 tokens),

@@ -73,10 +73,10 @@ inline uint32_t DefaultSeed() {
 // std::mt19937 is fully specified, but the standard distributions are not: mapping the raw bits
 // ourselves gives the same data with every standard library.
 class Rng {
-public:
+  public:
     explicit Rng(uint32_t seed) : gen_(seed) {}
 
-    // Uniform in [lo, hi).
+    // Uniform in [lo, hi] (the top may be reached by rounding to float).
     float Uniform(float lo, float hi) {
         const double unit = double(gen_() >> 8) * 0x1p-24;  // 24 bits fit a float exactly
         return float(lo + (double(hi) - double(lo)) * unit);
@@ -87,12 +87,8 @@ public:
         return v;
     }
     bool Bernoulli(double p) { return double(gen_() >> 8) * 0x1p-24 < p; }
-    // Uniform integer in [lo, hi].
-    int UniformInt(int lo, int hi) {
-        return lo + int(uint64_t(gen_()) * uint64_t(hi - lo + 1) >> 32);
-    }
 
-private:
+  private:
     std::mt19937 gen_;
 };
 
@@ -165,7 +161,8 @@ inline ::testing::AssertionResult AllClose(const std::string &what,
 }
 
 // Every element of buf still holds kSentinel (no write happened).
-inline ::testing::AssertionResult Untouched(const std::string &what, const std::vector<float> &buf) {
+inline ::testing::AssertionResult Untouched(const std::string &what,
+                                            const std::vector<float> &buf) {
     for (size_t i = 0; i < buf.size(); ++i) {
         if (std::memcmp(&buf[i], &kSentinel, sizeof(float)) != 0) {
             return ::testing::AssertionFailure()
@@ -176,11 +173,11 @@ inline ::testing::AssertionResult Untouched(const std::string &what, const std::
 }
 
 // Bitwise equality, which also treats two identical NaNs as equal.
-inline ::testing::AssertionResult BitIdentical(const std::string &what,
-                                               const std::vector<float> &a,
+inline ::testing::AssertionResult BitIdentical(const std::string &what, const std::vector<float> &a,
                                                const std::vector<float> &b) {
     if (a.size() != b.size()) {
-        return ::testing::AssertionFailure() << what << ": sizes " << a.size() << " vs " << b.size();
+        return ::testing::AssertionFailure()
+               << what << ": sizes " << a.size() << " vs " << b.size();
     }
     for (size_t i = 0; i < a.size(); ++i) {
         if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {

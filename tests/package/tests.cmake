@@ -4,4 +4,4 @@ add_test(NAME c_api_example COMMAND attngen_c_example)
 add_test(NAME install_package
          COMMAND "${CMAKE_CURRENT_LIST_DIR}/check_install.sh" "${PROJECT_BINARY_DIR}"
                  "${PROJECT_SOURCE_DIR}" "${CMAKE_COMMAND}" "${CMAKE_GENERATOR}")
-set_tests_properties(c_api_example install_package PROPERTIES LABELS host)
+set_tests_properties(c_api_example install_package PROPERTIES LABELS ${ATTNGEN_TEST_LABEL})
