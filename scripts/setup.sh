@@ -12,7 +12,8 @@ jobs=${ATTNGEN_JOBS:-$(nproc)}
 
 debian_packages=(
     build-essential pkg-config python3 python3-venv python3-dev
-    libgtest-dev libgmock-dev libbenchmark-dev
+    libgtest-dev libgmock-dev libbenchmark-dev googletest
+    g++-aarch64-linux-gnu qemu-user
 )
 
 install_debian_packages() {
