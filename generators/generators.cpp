@@ -29,7 +29,7 @@ class AttngenGenerator : public Generator<T> {
     GeneratorParam<int> out_vectors{"out_vectors", 0, 0, 4};
     GeneratorParam<int> out_rows{"out_rows", 0, 0, 8};
 
-protected:
+  protected:
     CpuScheduleKnobs cpu_knobs() const {
         CpuScheduleKnobs k;
         k.gemm_vectors = gemm_vectors;

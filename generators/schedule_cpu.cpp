@@ -23,6 +23,22 @@ Var split_query_blocks(Func f, const Var &row, const Var &h, const Var &b, int q
     return task;
 }
 
+// A register-blocked reduction: `vectors` vectors along `columns` by `rows` rows of
+// accumulators, unrolled, with the reduction loop just outside them, so each step of the
+// reduction loads `vectors` vectors and broadcasts `rows` scalars. Whole tiles are computed
+// (RoundUp): the inputs of these stages are packed or clamped so that is safe.
+void schedule_register_tile(Stage update, const Var &columns, const Var &rows,
+                            const RVar &reduction, int vectors, int rows_per_tile, int vec) {
+    Var co("co"), cv("cv"), cl("cl"), ro("ro"), ri("ri");
+    update.split(columns, co, cv, vectors * vec, TailStrategy::RoundUp)
+        .split(cv, cv, cl, vec)
+        .split(rows, ro, ri, rows_per_tile, TailStrategy::RoundUp)
+        .reorder(cl, cv, ri, reduction, co, ro)
+        .vectorize(cl)
+        .unroll(cv)
+        .unroll(ri);
+}
+
 }  // namespace
 
 CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
@@ -112,16 +128,9 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
 
     // Score register tile: score_vectors vectors of keys by score_rows queries, with the dot
     // product over d outside it.
-    Var jo("jo"), jv("jv"), jl("jl"), io("io"), ii("ii");
     a.score.compute_at(softmax_root, task).vectorize(j, vec, TailStrategy::RoundUp);
-    a.score.update()
-        .split(j, jo, jv, knobs.score_vectors * vec, TailStrategy::RoundUp)
-        .split(jv, jv, jl, vec)
-        .split(i, io, ii, knobs.score_rows, TailStrategy::RoundUp)
-        .reorder(jl, jv, ii, a.r_dot, jo, io)
-        .vectorize(jl)
-        .unroll(jv)
-        .unroll(ii);
+    schedule_register_tile(a.score.update(), j, i, a.r_dot, knobs.score_vectors, knobs.score_rows,
+                           vec);
 
     // Row reductions: kReductionLanes partial results per row, whole vectors.
     for (Func f : {a.max_lanes, a.sum_lanes}) {
@@ -139,16 +148,9 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
         task = split_query_blocks(a.out, i, h, b, knobs.query_block);
     }
     a.out.compute_root().vectorize(c, vec, TailStrategy::GuardWithIf);
-    Var co("co"), cv("cv"), cl("cl");
     a.out_acc.compute_at(a.out, task).vectorize(c, vec, TailStrategy::RoundUp);
-    a.out_acc.update()
-        .split(c, co, cv, knobs.out_vectors * vec, TailStrategy::RoundUp)
-        .split(cv, cv, cl, vec)
-        .split(i, io, ii, knobs.out_rows, TailStrategy::RoundUp)
-        .reorder(cl, cv, ii, a.r_keys, co, io)
-        .vectorize(cl)
-        .unroll(cv)
-        .unroll(ii);
+    schedule_register_tile(a.out_acc.update(), c, i, a.r_keys, knobs.out_vectors, knobs.out_rows,
+                           vec);
 }
 
 }  // namespace attngen
