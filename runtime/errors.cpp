@@ -1,5 +1,7 @@
 #include "errors.h"
 
+#include "cpu_dispatch.h"
+
 #include <HalideRuntime.h>
 
 #include <mutex>
@@ -66,7 +68,10 @@ const char *last_error_message() {
 
 void install_halide_error_handler() {
     static std::once_flag once;
-    std::call_once(once, [] { halide_set_error_handler(report_halide_error); });
+    std::call_once(once, [] {
+        halide_set_error_handler(report_halide_error);
+        install_cpu_dispatch_policy();
+    });
 }
 
 attngen_status kernel_failure(const char *kernel, int halide_code, const KernelContext &context) {

@@ -25,7 +25,8 @@ struct KernelContext {
     std::string messages;
 };
 
-// Makes Halide report errors to the KernelContext of the failing call. Idempotent.
+// Makes Halide report errors to the KernelContext of the failing call, and applies the CPU
+// dispatch policy (cpu_dispatch.h). Called before any kernel runs. Idempotent.
 void install_halide_error_handler();
 
 // Maps a kernel's return code (and what its context collected) to a status and message.

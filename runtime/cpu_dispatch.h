@@ -1,0 +1,16 @@
+// Run-time choice among the CPU variants of a multi-target kernel library.
+#ifndef ATTNGEN_RUNTIME_CPU_DISPATCH_H
+#define ATTNGEN_RUNTIME_CPU_DISPATCH_H
+
+namespace attngen::rt {
+
+// Halide picks the first variant whose features the CPU has. ATTNGEN_CPU_DISPATCH caps that
+// choice, so every variant can be tested (and compared) on one machine:
+//   avx2      no AVX-512 variants        sse41     nothing above SSE 4.1
+//   baseline  the plain x86-64 variant    (unset or anything else: no cap)
+// Read once, at the first kernel call of the process. Idempotent.
+void install_cpu_dispatch_policy();
+
+}  // namespace attngen::rt
+
+#endif  // ATTNGEN_RUNTIME_CPU_DISPATCH_H
