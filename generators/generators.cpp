@@ -140,7 +140,6 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
     void generate() {
         require_cpu_target();
         const Expr q_len = query.dim(1).extent(), kv_len = key.dim(1).extent();
-        const Expr d_model = query.dim(0).extent();
 
         ProjectionStage pq = define_projection("q_proj", as_grouped(query), query.dim(0).extent(),
                                                1, q_len, wq_t, bq);
@@ -171,7 +170,6 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
             for (ProjectionStage *p : {&pq, &pk, &pv, &po}) schedule_projection_cpu(*p, t, knobs);
             schedule_attention_cpu(a, t, knobs, weights != nullptr);
         }
-        (void)d_model;
     }
 
   private:

@@ -1,5 +1,6 @@
 #include "error_bounds.h"
 
+#include "reference.h"
 #include "test_util.h"
 
 #include <algorithm>
@@ -15,19 +16,6 @@ std::vector<float> Abs(const float *x, size_t n) {
     std::vector<float> a(n);
     for (size_t i = 0; i < n; ++i) a[i] = std::fabs(x[i]);  // exact in float
     return a;
-}
-
-// [B, L, H*hd] -> [B, H, L, hd]
-std::vector<double> SplitHeads(const std::vector<double> &x, int batch, int len, int heads,
-                               int head_dim) {
-    std::vector<double> y(x.size());
-    for (int b = 0; b < batch; ++b)
-        for (int l = 0; l < len; ++l)
-            for (int h = 0; h < heads; ++h)
-                for (int d = 0; d < head_dim; ++d)
-                    y[((size_t(b) * heads + h) * len + l) * head_dim + d] =
-                        x[(size_t(b) * len + l) * heads * head_dim + size_t(h) * head_dim + d];
-    return y;
 }
 
 // Bound of each projected element: the sum of |x w| over in_features products plus the bias.
@@ -126,13 +114,13 @@ MhaBounds MhaErrorBounds(const attngen_mha_config &config, const attngen_ref::Mh
     const int inner = d.inner();
     const bool bias = d.use_bias;
 
-    const std::vector<double> q_error = SplitHeads(
+    const std::vector<double> q_error = attngen_ref::split_heads(
         ProjectionErrors(batch * q_len, d.d_model, inner, query, w.wq, bias ? w.bq : nullptr),
         batch, q_len, d.num_heads, d.head_dim);
-    const std::vector<double> k_error = SplitHeads(
+    const std::vector<double> k_error = attngen_ref::split_heads(
         ProjectionErrors(batch * kv_len, d.kdim, inner, key, w.wk, bias ? w.bk : nullptr), batch,
         kv_len, d.num_heads, d.head_dim);
-    const std::vector<double> v_error = SplitHeads(
+    const std::vector<double> v_error = attngen_ref::split_heads(
         ProjectionErrors(batch * kv_len, d.vdim, inner, value, w.wv, bias ? w.bv : nullptr), batch,
         kv_len, d.num_heads, d.head_dim);
 

@@ -82,7 +82,8 @@ std::vector<double> project(int rows, int in, int out, const float *x, const flo
     return y;
 }
 
-// [B, L, H*hd] -> [B, H, L, hd]
+}  // namespace
+
 std::vector<double> split_heads(const std::vector<double> &x, int batch, int len, int heads,
                                 int head_dim) {
     std::vector<double> y(x.size());
@@ -94,8 +95,6 @@ std::vector<double> split_heads(const std::vector<double> &x, int batch, int len
                         x[(size_t(b) * len + l) * heads * head_dim + size_t(h) * head_dim + d];
     return y;
 }
-
-}  // namespace
 
 std::vector<double> linear(int rows, int in_features, int out_features, const float *x,
                            const float *w, const float *bias) {

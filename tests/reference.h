@@ -18,6 +18,10 @@ namespace attngen_ref {
 std::vector<double> linear(int rows, int in_features, int out_features, const float *x,
                            const float *w, const float *bias);
 
+// The head split: [batch, len, heads*head_dim] -> [batch, heads, len, head_dim].
+std::vector<double> split_heads(const std::vector<double> &x, int batch, int len, int heads,
+                                int head_dim);
+
 // Shapes of one attention problem on projected heads.
 struct SdpaShape {
     int batch = 1;
