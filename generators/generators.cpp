@@ -4,6 +4,7 @@
 #include "Halide.h"
 #include "layout.h"
 #include "schedule_cpu.h"
+#include "schedule_gpu.h"
 #include "stages.h"
 
 namespace attngen {
@@ -28,6 +29,10 @@ class AttngenGenerator : public Generator<T> {
     GeneratorParam<int> score_rows{"score_rows", 0, 0, 8};
     GeneratorParam<int> out_vectors{"out_vectors", 0, 0, 4};
     GeneratorParam<int> out_rows{"out_rows", 0, 0, 8};
+    // GPU targets (schedule_gpu.h); 0 = default.
+    GeneratorParam<int> gpu_gemm_rows{"gpu_gemm_rows", 0, 0, 128};
+    GeneratorParam<int> gpu_query_block{"gpu_query_block", 0, 0, 64};
+    GeneratorParam<int> gpu_key_block{"gpu_key_block", 0, 0, 128};
 
   protected:
     CpuScheduleKnobs cpu_knobs() const {
@@ -42,10 +47,19 @@ class AttngenGenerator : public Generator<T> {
         return k;
     }
 
+    GpuScheduleKnobs gpu_knobs() const {
+        GpuScheduleKnobs k;
+        k.gemm_block_rows = gpu_gemm_rows;
+        k.query_block = gpu_query_block;
+        k.key_block = gpu_key_block;
+        return k;
+    }
+
+    // Only the fused forward has GPU schedules: the C API runs sdpa and linear on the CPU.
     void require_cpu_target() const {
         const Target t = this->get_target();
         if (t.has_gpu_feature()) {
-            throw CompileError("attngen has no GPU schedule in this generator yet; target: " +
+            throw CompileError("only attngen_mha_forward has GPU schedules; target: " +
                                t.to_string());
         }
     }
@@ -138,7 +152,6 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
     }
 
     void generate() {
-        require_cpu_target();
         const Expr q_len = query.dim(1).extent(), kv_len = key.dim(1).extent();
 
         ProjectionStage pq = define_projection("q_proj", as_grouped(query), query.dim(0).extent(),
@@ -164,8 +177,13 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         if (weights) *weights = a.probs;
 
         set_all_estimates();
-        if (!using_autoscheduler()) {
-            const Target t = get_target();
+        if (using_autoscheduler()) return;
+        const Target t = get_target();
+        if (t.has_gpu_feature()) {
+            const GpuScheduleKnobs knobs = gpu_knobs();
+            for (ProjectionStage *p : {&pq, &pk, &pv, &po}) schedule_projection_gpu(*p, knobs);
+            schedule_attention_gpu(a, knobs, weights != nullptr);
+        } else {
             const CpuScheduleKnobs knobs = cpu_knobs();
             for (ProjectionStage *p : {&pq, &pk, &pv, &po}) schedule_projection_cpu(*p, t, knobs);
             schedule_attention_cpu(a, t, knobs, weights != nullptr);

@@ -12,6 +12,11 @@ namespace attngen {
 // projection tile width must divide it (the generators check).
 constexpr int kWeightPadding = 64;
 
+// The GPU schedule's projection blocks (kWeightPadding features, register tiles of 4 inside
+// them, guarded at the edge) get a loose bound from Halide's interval analysis: up to one block
+// past the padded width. Weights for a GPU carry that much more zero padding.
+constexpr int kGpuExtraWeightPadding = kWeightPadding;
+
 // Row reductions (max and sum over keys) keep this many partial results per row, combined at
 // the end. It is part of the algorithm rather than the schedule so that every target adds in
 // the same order; it is a multiple of every vector width in use (NEON 4, AVX2 8, AVX-512 16).

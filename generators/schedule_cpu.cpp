@@ -136,6 +136,7 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
     for (Func f : {a.max_lanes, a.sum_lanes}) {
         f.compute_at(softmax_root, task).vectorize(u, vec);
         f.update(0).vectorize(u, vec);
+        f.update(1).unscheduled();  // the tail: fewer than kReductionLanes keys per row
     }
     a.row_max.compute_at(softmax_root, task);
     a.row_sum.compute_at(softmax_root, task);

@@ -11,6 +11,15 @@
 
 #include "attngen_mha_forward_cpu.h"
 #include "attngen_mha_forward_weights_cpu.h"
+#ifdef ATTNGEN_HAVE_CUDA
+#include "attngen_mha_forward_cuda.h"
+#include "attngen_mha_forward_weights_cuda.h"
+#endif
+#ifdef ATTNGEN_HAVE_OPENCL
+#include "attngen_mha_forward_opencl.h"
+#include "attngen_mha_forward_weights_opencl.h"
+#endif
+#include "device.h"
 #include "errors.h"
 #include "layout.h"
 #include "mask_buffers.h"
@@ -30,10 +39,12 @@ struct PackedProjection {
     std::vector<float> weight;  // [in, padded_out]
     std::vector<float> bias;    // [padded_out]
 
-    void pack(const float *w, const float *b, int32_t out_features, int32_t in_features) {
+    void pack(const float *w, const float *b, int32_t out_features, int32_t in_features,
+              attngen_device device) {
         in = in_features;
         out = out_features;
-        padded_out = round_up(out_features, kWeightPadding);
+        padded_out = round_up(out_features, kWeightPadding) +
+                     (device == ATTNGEN_DEVICE_CPU ? 0 : kGpuExtraWeightPadding);
         weight.assign(size_t(in) * padded_out, 0.0f);
         bias.assign(padded_out, 0.0f);
         for (int32_t o = 0; o < out; ++o) {
@@ -42,18 +53,48 @@ struct PackedProjection {
             if (b != nullptr) bias[o] = b[o];
         }
     }
+};
 
-    TensorBuffer<float, 2> weight_buffer() const {
-        return TensorBuffer<float, 2>(weight.data(), {in, padded_out});
-    }
-    TensorBuffer<float, 1> bias_buffer() const {
-        return TensorBuffer<float, 1>(bias.data(), {padded_out});
-    }
+// The fused forward kernels of one device. Every build of the generator has the same
+// signature, whatever its target.
+struct MhaKernels {
+    decltype(&attngen_mha_forward_cpu) plain;
+    decltype(&attngen_mha_forward_weights_cpu) with_weights;
+    const char *plain_name;
+    const char *weights_name;
+};
+
+const MhaKernels &kernels_for(attngen_device device) {
+    static const MhaKernels cpu{attngen_mha_forward_cpu, attngen_mha_forward_weights_cpu,
+                                "attngen_mha_forward_cpu", "attngen_mha_forward_weights_cpu"};
+#ifdef ATTNGEN_HAVE_CUDA
+    static const MhaKernels cuda{attngen_mha_forward_cuda, attngen_mha_forward_weights_cuda,
+                                 "attngen_mha_forward_cuda", "attngen_mha_forward_weights_cuda"};
+    if (device == ATTNGEN_DEVICE_CUDA) return cuda;
+#endif
+#ifdef ATTNGEN_HAVE_OPENCL
+    static const MhaKernels opencl{attngen_mha_forward_opencl, attngen_mha_forward_weights_opencl,
+                                   "attngen_mha_forward_opencl",
+                                   "attngen_mha_forward_weights_opencl"};
+    if (device == ATTNGEN_DEVICE_OPENCL) return opencl;
+#endif
+    (void)device;  // only devices that passed gpu_interface_or_fail get here
+    return cpu;
+}
+
+// A packed projection's buffers as the kernels see them. On a GPU they are copied to the
+// device once, in set_weights, and stay there until the weights are replaced.
+struct ProjectionBuffers {
+    TensorBuffer<float, 2> weight;
+    TensorBuffer<float, 1> bias;
+    explicit ProjectionBuffers(const PackedProjection &p)
+        : weight(p.weight.data(), {p.in, p.padded_out}), bias(p.bias.data(), {p.padded_out}) {}
 };
 
 struct ResolvedConfig {
     int32_t d_model, num_heads, kdim, vdim, head_dim;
     bool use_bias;
+    attngen_device device;
     int32_t inner() const { return num_heads * head_dim; }
 };
 
@@ -78,19 +119,9 @@ attngen_status resolve_config(const attngen_mha_config &c, ResolvedConfig *r) {
                                              std::to_string(c.num_heads) +
                                              "); set config.head_dim explicitly");
     }
-    switch (c.device) {
-        case ATTNGEN_DEVICE_CPU:
-            break;
-        case ATTNGEN_DEVICE_CUDA:
-        case ATTNGEN_DEVICE_OPENCL:
-            return fail(ATTNGEN_ERROR_UNSUPPORTED,
-                        std::string("config.device = ") +
-                            (c.device == ATTNGEN_DEVICE_CUDA ? "CUDA" : "OpenCL") +
-                            ": this build of attngen has CPU kernels only");
-        default:
-            return fail(ATTNGEN_ERROR_INVALID_ARGUMENT, "config.device has unknown value " +
-                                                            std::to_string(int(c.device)) +
-                                                            " (expected 0 CPU, 1 CUDA, 2 OpenCL)");
+    ATTNGEN_RETURN_IF_ERROR(require_known_device(c.device, "config.device"));
+    if (c.device != ATTNGEN_DEVICE_CPU && gpu_interface_or_fail(c.device) == nullptr) {
+        return ATTNGEN_ERROR_UNSUPPORTED;
     }
     r->d_model = c.d_model;
     r->num_heads = c.num_heads;
@@ -98,16 +129,42 @@ attngen_status resolve_config(const attngen_mha_config &c, ResolvedConfig *r) {
     r->vdim = c.vdim ? c.vdim : c.d_model;
     r->head_dim = c.head_dim ? c.head_dim : c.d_model / c.num_heads;
     r->use_bias = c.use_bias != 0;
+    r->device = c.device;
     const int64_t inner = int64_t(r->num_heads) * r->head_dim;
-    // Packed weights are padded by up to kWeightPadding output features.
-    const int64_t padded_inner = inner + kWeightPadding;
+    // Packed weights are padded by up to kWeightPadding (+ kGpuExtraWeightPadding) features.
+    const int64_t padding = kWeightPadding + kGpuExtraWeightPadding;
+    const int64_t padded_inner = inner + padding;
     ATTNGEN_RETURN_IF_ERROR(require_addressable("wq", {padded_inner, r->d_model}, 4));
     ATTNGEN_RETURN_IF_ERROR(require_addressable("wk", {padded_inner, r->kdim}, 4));
     ATTNGEN_RETURN_IF_ERROR(require_addressable("wv", {padded_inner, r->vdim}, 4));
-    ATTNGEN_RETURN_IF_ERROR(
-        require_addressable("wo", {r->d_model + int64_t(kWeightPadding), inner}, 4));
+    ATTNGEN_RETURN_IF_ERROR(require_addressable("wo", {r->d_model + padding, inner}, 4));
     return ATTNGEN_OK;
 }
+
+// The packed weights with their kernel buffers; on a GPU, resident in device memory.
+struct Weights {
+    PackedProjection q, k, v, o;
+    std::vector<std::unique_ptr<ProjectionBuffers>> buffers;  // q, k, v, o
+    DeviceScratch device_copies;
+
+    attngen_status upload(attngen_device device) {
+        for (const PackedProjection *p : {&q, &k, &v, &o}) {
+            buffers.push_back(std::make_unique<ProjectionBuffers>(*p));
+        }
+        if (device == ATTNGEN_DEVICE_CPU) return ATTNGEN_OK;
+        const halide_device_interface_t *interface = gpu_interface_or_fail(device);
+        for (auto &b : buffers) {
+            for (halide_buffer_t *buf : {b->weight.get(), b->bias.get()}) {
+                device_copies.track(buf);
+                buf->flags = halide_buffer_flag_host_dirty;
+                KernelContext context;
+                const int code = halide_copy_to_device(&context, buf, interface);
+                if (code != 0) return kernel_failure("weight upload", code, context);
+            }
+        }
+        return ATTNGEN_OK;
+    }
+};
 
 }  // namespace
 
@@ -115,8 +172,7 @@ struct attngen_mha {
     ResolvedConfig config;
     // Forward calls share the weights; set_weights replaces them exclusively.
     mutable std::shared_mutex weights_mutex;
-    bool has_weights = false;
-    PackedProjection q, k, v, o;
+    std::unique_ptr<Weights> weights;
 };
 
 static attngen_status attngen_mha_create_impl(const attngen_mha_config *config, attngen_mha **out) {
@@ -126,8 +182,12 @@ static attngen_status attngen_mha_create_impl(const attngen_mha_config *config, 
     ATTNGEN_RETURN_IF_ERROR(resolve_config(*config, &resolved));
     auto *m = new (std::nothrow) attngen_mha;
     if (m == nullptr) return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, "cannot allocate the handle");
-    m->config = resolved;
+    std::unique_ptr<attngen_mha> handle(m);
     install_halide_error_handler();
+    if (resolved.device != ATTNGEN_DEVICE_CPU)
+        ATTNGEN_RETURN_IF_ERROR(probe_device(resolved.device));
+    m->config = resolved;
+    handle.release();
     *out = m;
     clear_error();
     return ATTNGEN_OK;
@@ -162,31 +222,26 @@ static attngen_status attngen_mha_set_weights_impl(attngen_mha *m, const float *
     } else {
         bq = bk = bv = bo = nullptr;  // documented: ignored without use_bias
     }
-    // Pack outside the lock so forwards keep running meanwhile; swap in under it.
-    PackedProjection q, k, v, o;
-    try {
-        q.pack(wq, bq, c.inner(), c.d_model);
-        k.pack(wk, bk, c.inner(), c.kdim);
-        v.pack(wv, bv, c.inner(), c.vdim);
-        o.pack(wo, bo, c.d_model, c.inner());
-    } catch (const std::bad_alloc &) {
-        return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, "cannot allocate the packed weights");
-    }
+    // Pack (and upload) outside the lock so forwards keep running meanwhile; swap in under it.
+    auto packed = std::make_unique<Weights>();
+    packed->q.pack(wq, bq, c.inner(), c.d_model, c.device);
+    packed->k.pack(wk, bk, c.inner(), c.kdim, c.device);
+    packed->v.pack(wv, bv, c.inner(), c.vdim, c.device);
+    packed->o.pack(wo, bo, c.d_model, c.inner(), c.device);
+    ATTNGEN_RETURN_IF_ERROR(packed->upload(c.device));
     std::unique_lock<std::shared_mutex> lock(m->weights_mutex);
-    std::swap(m->q, q);
-    std::swap(m->k, k);
-    std::swap(m->v, v);
-    std::swap(m->o, o);
-    m->has_weights = true;
+    std::swap(m->weights, packed);
+    lock.unlock();
     clear_error();
     return ATTNGEN_OK;
 }
 
 namespace {
 
+// Pointers are only checked for null here, so device addresses pass through as pointers.
 attngen_status validate_forward(const attngen_mha *m, int32_t batch, int32_t q_len, int32_t kv_len,
-                                const float *query, const float *key, const float *value,
-                                const attngen_mask *mask, const float *out, const float *weights) {
+                                const void *query, const void *key, const void *value,
+                                const attngen_mask *mask, const void *out, const void *weights) {
     ATTNGEN_RETURN_IF_ERROR(require_not_null(m, "m"));
     ATTNGEN_RETURN_IF_ERROR(require_positive(batch, "batch"));
     ATTNGEN_RETURN_IF_ERROR(require_positive(q_len, "q_len"));
@@ -203,12 +258,84 @@ attngen_status validate_forward(const attngen_mha *m, int32_t batch, int32_t q_l
         require_addressable("the projected queries", {batch, q_len, c.inner()}, 4));
     ATTNGEN_RETURN_IF_ERROR(
         require_addressable("the projected keys", {batch, kv_len, c.inner()}, 4));
-    if (weights != nullptr) {
-        ATTNGEN_RETURN_IF_ERROR(
-            require_addressable("weights", {batch, c.num_heads, q_len, kv_len}, 4));
+    if (weights != nullptr || c.device != ATTNGEN_DEVICE_CPU) {
+        // GPU kernels keep every score in device memory (schedule_gpu.cpp).
+        ATTNGEN_RETURN_IF_ERROR(require_addressable(weights != nullptr ? "weights" : "the scores",
+                                                    {batch, c.num_heads, q_len, kv_len}, 4));
     }
     return validate_mask(mask, batch, c.num_heads, q_len, kv_len);
 }
+
+// The caller's tensors of one forward call as kernel buffers.
+struct ForwardTensors {
+    TensorBuffer<float, 3> query, key, value, out;
+    TensorBuffer<float, 4> weights;
+
+    ForwardTensors(const ResolvedConfig &c, int32_t batch, int32_t q_len, int32_t kv_len,
+                   const float *query_data, const float *key_data, const float *value_data,
+                   float *out_data, float *weights_data)
+        : query(query_data, {batch, q_len, c.d_model}),
+          key(key_data, {batch, kv_len, c.kdim}),
+          value(value_data, {batch, kv_len, c.vdim}),
+          out(out_data, {batch, q_len, c.d_model}),
+          weights(weights_data, {batch, c.num_heads, q_len, kv_len}) {}
+
+    std::vector<halide_buffer_t *> inputs() { return {query.get(), key.get(), value.get()}; }
+};
+
+std::vector<halide_buffer_t *> mask_inputs(MaskBuffers &masks) {
+    return {masks.kv_lengths(), masks.bool_mask(), masks.additive()};
+}
+
+const char *kernel_name(const MhaKernels &kernels, bool with_weights) {
+    return with_weights ? kernels.weights_name : kernels.plain_name;
+}
+
+int run_forward_kernel(const MhaKernels &kernels, KernelContext *context, const ResolvedConfig &c,
+                       const Weights &w, ForwardTensors &t, MaskBuffers &masks, bool with_weights) {
+    const float scale = 1.0f / std::sqrt(float(c.head_dim));
+    ProjectionBuffers &q = *w.buffers[0], &k = *w.buffers[1], &v = *w.buffers[2],
+                      &o = *w.buffers[3];
+    if (!with_weights) {
+        return kernels.plain(context, t.query.get(), t.key.get(), t.value.get(), q.weight.get(),
+                             k.weight.get(), v.weight.get(), o.weight.get(), q.bias.get(),
+                             k.bias.get(), v.bias.get(), o.bias.get(), c.num_heads, c.head_dim,
+                             scale, masks.causal(), masks.kv_lengths(), masks.has_bool_mask(),
+                             masks.bool_mask(), masks.has_additive(), masks.additive(),
+                             t.out.get());
+    }
+    return kernels.with_weights(
+        context, t.query.get(), t.key.get(), t.value.get(), q.weight.get(), k.weight.get(),
+        v.weight.get(), o.weight.get(), q.bias.get(), k.bias.get(), v.bias.get(), o.bias.get(),
+        c.num_heads, c.head_dim, scale, masks.causal(), masks.kv_lengths(), masks.has_bool_mask(),
+        masks.bool_mask(), masks.has_additive(), masks.additive(), t.out.get(), t.weights.get());
+}
+
+attngen_status require_weights(const attngen_mha *m, const char *function) {
+    if (m->weights) return ATTNGEN_OK;
+    return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                std::string(function) + " called before attngen_mha_set_weights");
+}
+
+// Buffers pointed at caller-owned device memory, detached again when the call ends.
+class WrappedAddresses {
+  public:
+    explicit WrappedAddresses(attngen_device device) : device_(device) {}
+    WrappedAddresses(const WrappedAddresses &) = delete;
+    WrappedAddresses &operator=(const WrappedAddresses &) = delete;
+    ~WrappedAddresses() {
+        for (halide_buffer_t *buf : buffers_) detach_device_address(device_, buf);
+    }
+    attngen_status wrap(halide_buffer_t *buf, uint64_t address, const char *name) {
+        ATTNGEN_RETURN_IF_ERROR(wrap_device_address(device_, buf, address, name));
+        buffers_.push_back(buf);
+        return ATTNGEN_OK;
+    }
+
+  private:
+    attngen_device device_;
+    std::vector<halide_buffer_t *> buffers_;
+};
 
 }  // namespace
 
@@ -219,52 +346,113 @@ static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, in
     ATTNGEN_RETURN_IF_ERROR(
         validate_forward(m, batch, q_len, kv_len, query, key, value, mask, out, weights));
     std::shared_lock<std::shared_mutex> lock(m->weights_mutex);
-    if (!m->has_weights) {
-        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
-                    "attngen_mha_forward called before attngen_mha_set_weights");
-    }
+    ATTNGEN_RETURN_IF_ERROR(require_weights(m, "attngen_mha_forward"));
     const ResolvedConfig &c = m->config;
+    const bool with_weights = weights != nullptr;
 
     StagedOutput staged_out(out, size_t(batch) * q_len * c.d_model);
     StagedOutput staged_weights(weights, size_t(batch) * c.num_heads * q_len * kv_len);
     ATTNGEN_RETURN_IF_ERROR(staged_out.allocate("out"));
     ATTNGEN_RETURN_IF_ERROR(staged_weights.allocate("weights"));
-
-    TensorBuffer<float, 3> query_buf(query, {batch, q_len, c.d_model});
-    TensorBuffer<float, 3> key_buf(key, {batch, kv_len, c.kdim});
-    TensorBuffer<float, 3> value_buf(value, {batch, kv_len, c.vdim});
-    TensorBuffer<float, 2> wq = m->q.weight_buffer(), wk = m->k.weight_buffer(),
-                           wv = m->v.weight_buffer(), wo = m->o.weight_buffer();
-    TensorBuffer<float, 1> bq = m->q.bias_buffer(), bk = m->k.bias_buffer(),
-                           bv = m->v.bias_buffer(), bo = m->o.bias_buffer();
+    ForwardTensors t(c, batch, q_len, kv_len, query, key, value, staged_out.data(),
+                     staged_weights.data());
     MaskBuffers masks(mask, batch, c.num_heads, q_len, kv_len);
-    TensorBuffer<float, 3> out_buf(staged_out.data(), {batch, q_len, c.d_model});
-    TensorBuffer<float, 4> weights_buf(staged_weights.data(), {batch, c.num_heads, q_len, kv_len});
-    const float scale = 1.0f / std::sqrt(float(c.head_dim));
 
-    KernelContext context;
-    int code;
-    const char *kernel;
-    if (weights == nullptr) {
-        kernel = "attngen_mha_forward_cpu";
-        code = attngen_mha_forward_cpu(
-            &context, query_buf.get(), key_buf.get(), value_buf.get(), wq.get(), wk.get(), wv.get(),
-            wo.get(), bq.get(), bk.get(), bv.get(), bo.get(), c.num_heads, c.head_dim, scale,
-            masks.causal(), masks.kv_lengths(), masks.has_bool_mask(), masks.bool_mask(),
-            masks.has_additive(), masks.additive(), out_buf.get());
-    } else {
-        kernel = "attngen_mha_forward_weights_cpu";
-        code = attngen_mha_forward_weights_cpu(
-            &context, query_buf.get(), key_buf.get(), value_buf.get(), wq.get(), wk.get(), wv.get(),
-            wo.get(), bq.get(), bk.get(), bv.get(), bo.get(), c.num_heads, c.head_dim, scale,
-            masks.causal(), masks.kv_lengths(), masks.has_bool_mask(), masks.bool_mask(),
-            masks.has_additive(), masks.additive(), out_buf.get(), weights_buf.get());
+    // On a GPU, Halide copies host-dirty inputs in; outputs come back below. Everything it
+    // allocates for this call is freed on the way out, success or not.
+    const bool on_gpu = c.device != ATTNGEN_DEVICE_CPU;
+    DeviceScratch scratch;
+    if (on_gpu) {
+        std::vector<halide_buffer_t *> inputs = t.inputs();
+        for (halide_buffer_t *buf : mask_inputs(masks)) inputs.push_back(buf);
+        for (halide_buffer_t *buf : inputs) {
+            buf->flags = halide_buffer_flag_host_dirty;
+            scratch.track(buf);
+        }
+        scratch.track(t.out.get());
+        if (with_weights) scratch.track(t.weights.get());
     }
-    if (code != 0) return kernel_failure(kernel, code, context);
+
+    const MhaKernels &kernels = kernels_for(c.device);
+    KernelContext context;
+    int code = run_forward_kernel(kernels, &context, c, *m->weights, t, masks, with_weights);
+    if (code == 0 && on_gpu) code = halide_copy_to_host(&context, t.out.get());
+    if (code == 0 && on_gpu && with_weights) code = halide_copy_to_host(&context, t.weights.get());
+    if (code != 0) return kernel_failure(kernel_name(kernels, with_weights), code, context);
     staged_out.commit();
     staged_weights.commit();
     clear_error();
     return ATTNGEN_OK;
+}
+
+static attngen_status attngen_mha_forward_device_impl(attngen_mha *m, int32_t batch, int32_t q_len,
+                                                      int32_t kv_len, uint64_t query, uint64_t key,
+                                                      uint64_t value, const attngen_mask *mask,
+                                                      uint64_t out, uint64_t weights) {
+    const auto as_pointer = [](uint64_t address) {
+        return reinterpret_cast<const void *>(uintptr_t(address));
+    };
+    ATTNGEN_RETURN_IF_ERROR(validate_forward(m, batch, q_len, kv_len, as_pointer(query),
+                                             as_pointer(key), as_pointer(value), mask,
+                                             as_pointer(out), as_pointer(weights)));
+    const ResolvedConfig &c = m->config;
+    if (c.device == ATTNGEN_DEVICE_CPU) {
+        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                    "attngen_mha_forward_device needs a handle created for CUDA or OpenCL; this "
+                    "one runs on the CPU (use attngen_mha_forward)");
+    }
+    std::shared_lock<std::shared_mutex> lock(m->weights_mutex);
+    ATTNGEN_RETURN_IF_ERROR(require_weights(m, "attngen_mha_forward_device"));
+    const bool with_weights = weights != 0;
+    const halide_device_interface_t *interface = gpu_interface_or_fail(c.device);
+
+    // Inputs are the caller's device memory; outputs go to device scratch and are copied to
+    // the caller's memory only when the kernel succeeded.
+    ForwardTensors t(c, batch, q_len, kv_len, nullptr, nullptr, nullptr, nullptr, nullptr);
+    ForwardTensors caller(c, batch, q_len, kv_len, nullptr, nullptr, nullptr, nullptr, nullptr);
+    WrappedAddresses wrapped(c.device);
+    ATTNGEN_RETURN_IF_ERROR(wrapped.wrap(t.query.get(), query, "query"));
+    ATTNGEN_RETURN_IF_ERROR(wrapped.wrap(t.key.get(), key, "key"));
+    ATTNGEN_RETURN_IF_ERROR(wrapped.wrap(t.value.get(), value, "value"));
+    ATTNGEN_RETURN_IF_ERROR(wrapped.wrap(caller.out.get(), out, "out"));
+    if (with_weights)
+        ATTNGEN_RETURN_IF_ERROR(wrapped.wrap(caller.weights.get(), weights, "weights"));
+
+    MaskBuffers masks(mask, batch, c.num_heads, q_len, kv_len);
+    DeviceScratch scratch;
+    for (halide_buffer_t *buf : mask_inputs(masks)) {
+        buf->flags = halide_buffer_flag_host_dirty;
+        scratch.track(buf);
+    }
+    const MhaKernels &kernels = kernels_for(c.device);
+    KernelContext context;
+    std::vector<halide_buffer_t *> outputs = {t.out.get()};
+    if (with_weights) outputs.push_back(t.weights.get());
+    int code = 0;
+    for (halide_buffer_t *buf : outputs) {
+        scratch.track(buf);
+        if (code == 0) code = halide_device_malloc(&context, buf, interface);
+    }
+    if (code == 0) {
+        code = run_forward_kernel(kernels, &context, c, *m->weights, t, masks, with_weights);
+    }
+    if (code == 0) code = halide_buffer_copy(&context, t.out.get(), interface, caller.out.get());
+    if (code == 0 && with_weights) {
+        code = halide_buffer_copy(&context, t.weights.get(), interface, caller.weights.get());
+    }
+    if (code != 0) return kernel_failure(kernel_name(kernels, with_weights), code, context);
+    clear_error();
+    return ATTNGEN_OK;
+}
+
+extern "C" attngen_status attngen_mha_forward_device(attngen_mha *m, int32_t batch, int32_t q_len,
+                                                     int32_t kv_len, uint64_t query, uint64_t key,
+                                                     uint64_t value, const attngen_mask *mask,
+                                                     uint64_t out, uint64_t weights) {
+    return guard_entry_point("attngen_mha_forward_device", [&] {
+        return attngen_mha_forward_device_impl(m, batch, q_len, kv_len, query, key, value, mask,
+                                               out, weights);
+    });
 }
 
 extern "C" attngen_status attngen_mha_forward(attngen_mha *m, int32_t batch, int32_t q_len,

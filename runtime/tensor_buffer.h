@@ -57,6 +57,9 @@ class TensorBuffer {
 
     halide_buffer_t *get() { return &buffer_; }
 
+    // For a kernel on a GPU: the host data is current, so Halide copies it to the device.
+    void mark_host_dirty() { buffer_.flags = halide_buffer_flag_host_dirty; }
+
   private:
     std::array<halide_dimension_t, N> dims_{};
     halide_buffer_t buffer_{};

@@ -53,6 +53,8 @@ class MhaTester {
         return *this;
     }
     MhaTester &with_weights(bool w) { return with_weights_ = w, *this; }
+    // Inputs uniform in +-scale instead of +-1: large scales give huge logits.
+    MhaTester &input_scale(float s) { return input_scale_ = s, *this; }
     MhaTester &seed(uint32_t s) { return seed_ = s, *this; }
     // key and value are the same tensor (the tutorials' k = v); needs kdim == vdim.
     MhaTester &same_key_value(bool s) { return same_key_value_ = s, *this; }
@@ -131,11 +133,12 @@ class MhaTester {
         Run r;
         Rng rng(input_seed);
         const attngen_ref::MhaDims d = dims();
-        r.query = rng.Uniform(size_t(batch_) * q_len_ * d.d_model, -1.0f, 1.0f);
+        const float s = input_scale_;
+        r.query = rng.Uniform(size_t(batch_) * q_len_ * d.d_model, -s, s);
         if (!self_attention_) {
-            r.key = rng.Uniform(size_t(batch_) * kv_len_ * d.kdim, -1.0f, 1.0f);
+            r.key = rng.Uniform(size_t(batch_) * kv_len_ * d.kdim, -s, s);
             if (!same_key_value_) {
-                r.value = rng.Uniform(size_t(batch_) * kv_len_ * d.vdim, -1.0f, 1.0f);
+                r.value = rng.Uniform(size_t(batch_) * kv_len_ * d.vdim, -s, s);
             }
         }
         r.key_ptr = self_attention_ ? r.query.data() : r.key.data();
@@ -223,7 +226,7 @@ class MhaTester {
           << (kv_lengths_.empty() ? "none" : ::testing::PrintToString(kv_lengths_))
           << ", bool_mask_batch " << bool_mask_batch_ << ", additive " << additive_batch_ << "x"
           << additive_heads_ << ", weights " << with_weights_ << ", self " << self_attention_
-          << ", same kv " << same_key_value_;
+          << ", same kv " << same_key_value_ << ", input scale " << input_scale_;
         return s.str();
     }
 
@@ -237,6 +240,7 @@ class MhaTester {
     int additive_batch_ = 0, additive_heads_ = 0;
     double neg_inf_fraction_ = 0.1;
     bool with_weights_ = true;
+    float input_scale_ = 1.0f;
     uint32_t seed_ = DefaultSeed();
     bool same_key_value_ = false;
     bool self_attention_ = false;

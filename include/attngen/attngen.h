@@ -100,6 +100,30 @@ ATTNGEN_API attngen_status attngen_mha_forward(attngen_mha *m, int32_t batch, in
                                                const float *value, const attngen_mask *mask,
                                                float *out, float *weights);
 
+/* GPU handles (config.device CUDA or OpenCL): attngen_mha_forward above takes host pointers and
+ * copies in and out; this entry point takes device addresses and copies nothing. An address is
+ * a CUdeviceptr (CUDA) or a cl_mem (OpenCL) cast to uint64_t, of memory from
+ * attngen_device_alloc (which lives in the device context attngen uses), laid out as in
+ * attngen_mha_forward. weights may be 0. The mask stays in host memory (it is small). On any
+ * error nothing is written to out or weights: results go to device scratch first.
+ * ATTNGEN_ERROR_INVALID_ARGUMENT for a CPU handle. */
+ATTNGEN_API attngen_status attngen_mha_forward_device(attngen_mha *m, int32_t batch, int32_t q_len,
+                                                      int32_t kv_len, uint64_t query, uint64_t key,
+                                                      uint64_t value, const attngen_mask *mask,
+                                                      uint64_t out, uint64_t weights);
+
+/* Device memory for attngen_mha_forward_device, in the context attngen's kernels use.
+ * ATTNGEN_ERROR_UNSUPPORTED when this build has no kernels for the device, ATTNGEN_ERROR_DEVICE
+ * when no such device or driver is present. Copies move `bytes` bytes from the start of an
+ * allocation, which must be at least that large. Freeing 0 is fine. */
+ATTNGEN_API attngen_status attngen_device_alloc(attngen_device device, uint64_t bytes,
+                                                uint64_t *address);
+ATTNGEN_API attngen_status attngen_device_free(attngen_device device, uint64_t address);
+ATTNGEN_API attngen_status attngen_device_upload(attngen_device device, uint64_t address,
+                                                 const void *host, uint64_t bytes);
+ATTNGEN_API attngen_status attngen_device_download(attngen_device device, void *host,
+                                                   uint64_t address, uint64_t bytes);
+
 /* Scaled dot-product attention on already projected heads:
  * q [batch, heads, q_len, dk], k [batch, heads, kv_len, dk], v [batch, heads, kv_len, dv],
  * out [batch, heads, q_len, dv], weights NULL or [batch, heads, q_len, kv_len].
@@ -118,6 +142,17 @@ ATTNGEN_API attngen_status attngen_linear(int32_t rows, int32_t in_features, int
 
 /* Library version, "MAJOR.MINOR.PATCH". */
 ATTNGEN_API const char *attngen_version(void);
+
+/* Threads. Every kernel of every handle and entry point runs on one process-wide thread pool
+ * (the Halide runtime linked into attngen). attngen_set_num_threads(n) sets how many threads one
+ * call may use: n >= 1 (at most 256, the pool's limit), or 0 for the default, which is the
+ * environment variable HL_NUM_THREADS when it is set (Halide reads it when the pool first starts
+ * and whenever 0 is set) and the number of cores otherwise. Calls that start afterwards, on any
+ * thread, use the new number; n = 1 runs each call serially. Results are bit-identical whatever
+ * the number. An n outside 0..256 gives ATTNGEN_ERROR_INVALID_ARGUMENT and changes nothing.
+ * attngen_get_num_threads() returns the number in effect (the default resolved, never 0). */
+ATTNGEN_API attngen_status attngen_set_num_threads(int32_t n);
+ATTNGEN_API int32_t attngen_get_num_threads(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,187 @@
+#include "schedule_gpu.h"
+
+#include "layout.h"
+
+namespace attngen {
+
+using namespace Halide;
+
+namespace {
+
+// Outputs, and stages whose reads reach the mask inputs, must not run past their extents.
+constexpr TailStrategy kExact = TailStrategy::GuardWithIf;
+
+// Value features handled by one thread's column of the attention output (the rest of the head
+// is a serial loop around the threads): 16 x query_block threads per block.
+constexpr int kFeatureThreads = 16;
+
+// Each projection thread keeps a 4 x 4 register tile: 4 output features (one float4 weight
+// load) by 4 rows, so a step of the reduction does 16 FMAs for 4 + 4 loads.
+constexpr int kProjectionThreadTile = 4;
+
+// Score threads keep a 4 keys x 4 queries register tile for the same reason.
+constexpr int kScoreThreadTile = 4;
+constexpr int kScoreBlockKeys = 64, kScoreBlockQueries = 32;
+
+// Rows i of f(x, i, h, b) in blocks of `rows` queries, one GPU block per (row block, head,
+// batch item). x is spread over `x_threads` threads with the rest of it a serial loop in the
+// block. Returns the block's row variable, where per-block stages are computed.
+Var gpu_query_blocks(Func f, const Var &x, const Var &i, const Var &h, const Var &b, int rows,
+                     int x_threads) {
+    Var io("io"), ii("ii"), xo("xo"), xi("xi");
+    f.compute_root()
+        .split(i, io, ii, rows, kExact)
+        .split(x, xo, xi, x_threads, kExact)
+        .reorder(xi, ii, xo, io, h, b)
+        .gpu_blocks(io, h, b)
+        .gpu_threads(xi, ii);
+    return io;
+}
+
+// A thread's tile x tile accumulators of f, a reduction computed at the thread: kept in
+// registers, with the reduction loops outside them. The producer's tile is exact at the edges
+// (GuardWithIf), so its extent here is only bounded by tile: splitting with RoundUp gives the
+// constant loop extent unrolling needs, and bound_storage the constant size registers need. Reads
+// past the edge are safe because every such stage reads padded weights and clamped rows.
+void register_tile(Func f, const Var &x, const Var &y, const std::vector<RVar> &reduction,
+                   int tile) {
+    Var xo("xo"), xi("xi"), yo("yo"), yi("yi");
+    f.bound_storage(x, tile)
+        .bound_storage(y, tile)
+        .split(x, xo, xi, tile, TailStrategy::RoundUp)
+        .split(y, yo, yi, tile, TailStrategy::RoundUp)
+        .unroll(xi)
+        .unroll(yi);
+    std::vector<VarOrRVar> order = {xi, yi};
+    order.insert(order.end(), reduction.begin(), reduction.end());
+    order.push_back(xo);
+    order.push_back(yo);
+    f.update()
+        .split(x, xo, xi, tile, TailStrategy::RoundUp)
+        .split(y, yo, yi, tile, TailStrategy::RoundUp)
+        .reorder(order)
+        .unroll(xi)
+        .unroll(yi);
+}
+
+}  // namespace
+
+GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs k) {
+    const auto pick = [](int knob, int fallback) { return knob > 0 ? knob : fallback; };
+    k.gemm_block_rows = pick(k.gemm_block_rows, 32);
+    k.query_block = pick(k.query_block, 16);
+    k.key_block = pick(k.key_block, 32);
+    return k;
+}
+
+void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &requested) {
+    const GpuScheduleKnobs knobs = resolve_gpu_knobs(requested);
+    const int tile = kProjectionThreadTile;
+    if (knobs.gemm_block_rows % tile != 0) {
+        throw CompileError("gpu_gemm_rows must be a multiple of " + std::to_string(tile));
+    }
+    // A block covers kWeightPadding output features, so its register tiles never pass the end
+    // of the padded weights; input rows are clamped. Operands come through the L1 cache: each
+    // weight float4 serves 4 rows of a thread, each input value 4 features.
+    Var ob("ob"), lb("lb"), oi("oi"), li("li"), ot("ot"), lt("lt"), ox("ox"), lx("lx");
+    p.result.compute_root()
+        .tile(p.o, p.l, ob, lb, oi, li, kWeightPadding, knobs.gemm_block_rows, kExact)
+        .tile(oi, li, ot, lt, ox, lx, tile, tile)
+        .reorder(ox, lx, ot, lt, ob, lb, p.b)
+        .gpu_blocks(ob, lb, p.b)
+        .gpu_threads(ot, lt)
+        .unroll(ox)
+        .unroll(lx);
+    register_tile(p.acc, p.o, p.l, {p.r.x, p.r.y}, tile);
+}
+
+void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested,
+                            bool weights_output) {
+    const GpuScheduleKnobs knobs = resolve_gpu_knobs(requested);
+    const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
+
+    // Scores: one kernel of 4 x 4 register tiles, written to device memory. Keys and values
+    // are read in place (the CPU's packing copies would be a kernel of their own here).
+    {
+        Func score_tiles = a.score.in();
+        Var jb("jb"), ib("ib"), ji("ji"), ii("ii"), jt("jt"), it("it"), jx("jx"), ix("ix");
+        score_tiles.compute_root()
+            .tile(j, i, jb, ib, ji, ii, kScoreBlockKeys, kScoreBlockQueries, kExact)
+            .tile(ji, ii, jt, it, jx, ix, kScoreThreadTile, kScoreThreadTile)
+            .reorder(jx, ix, jt, it, jb, ib, h, b)
+            .fuse(h, b, h)
+            .gpu_blocks(jb, ib, h)
+            .gpu_threads(jt, it)
+            .unroll(jx)
+            .unroll(ix);
+        // Safe to compute whole tiles: queries are read at a clamped row, keys are clamped.
+        a.score.compute_at(score_tiles, jt);
+        register_tile(a.score, j, i, {a.r_dot}, kScoreThreadTile);
+    }
+
+    // Softmax statistics: kReductionLanes x query_block threads per block each reduce every
+    // kReductionLanes-th key of their row. With the weights as an output they are computed
+    // per block inside the weights kernel. Without, the row maxima and inverse sums are two
+    // small kernels of their own: computed inside the output kernel instead, with its
+    // multi-tile key loop, the OpenCL build gave wrong outputs for kv_len > key_block (seen
+    // on PoCL with the device suite; not understood yet, so not fused).
+    const Var out_block = gpu_query_blocks(a.out, c, i, h, b, knobs.query_block, kFeatureThreads);
+    const auto lane_reduction_at = [&](Func f, const Func &at, const Var &block) {
+        f.compute_at(at, block).gpu_threads(u, i);
+        f.update(0).gpu_threads(u, i);
+        f.update(1).gpu_threads(i);
+    };
+    const auto row_reduction_at = [&](Func f, const Func &at, const Var &block) {
+        f.compute_at(at, block).gpu_threads(i);
+        f.update().gpu_threads(i);
+    };
+    if (weights_output) {
+        const Var block = gpu_query_blocks(a.probs, j, i, h, b, knobs.query_block, knobs.key_block);
+        lane_reduction_at(a.max_lanes, a.probs, block);
+        lane_reduction_at(a.sum_lanes, a.probs, block);
+        row_reduction_at(a.row_max, a.probs, block);
+        row_reduction_at(a.row_sum, a.probs, block);
+        a.inv_sum.compute_at(a.probs, block).gpu_threads(i);
+    } else {
+        Var io("io"), ii("ii");
+        for (Stage s : {Stage(a.row_max), a.row_max.update(), Stage(a.inv_sum)}) {
+            s.split(i, io, ii, knobs.query_block, kExact).gpu_blocks(io, h, b).gpu_threads(ii);
+        }
+        a.row_max.compute_root();
+        a.inv_sum.compute_root();
+        lane_reduction_at(a.max_lanes, a.row_max, io);
+        lane_reduction_at(a.sum_lanes, a.inv_sum, io);
+        row_reduction_at(a.row_sum, a.inv_sum, io);
+    }
+
+    // probs x values: the block's accumulators (query_block x dv) live in shared memory; per
+    // tile of key_block keys, the probabilities and the values are staged in shared memory by
+    // all threads, then each thread accumulates its features.
+    Var co("co"), ci("ci");
+    RVar rko("rko"), rki("rki");
+    a.out_acc.compute_at(a.out, out_block)
+        .split(c, co, ci, kFeatureThreads, TailStrategy::RoundUp)
+        .reorder(ci, i, co)
+        .gpu_threads(ci, i);
+    a.out_acc.update()
+        .split(a.r_keys, rko, rki, knobs.key_block)
+        .split(c, co, ci, kFeatureThreads, TailStrategy::RoundUp)
+        .reorder(rki, co, ci, i, rko)
+        .gpu_threads(ci, i);
+    Func probs_tile = a.probs.in(a.out_acc);
+    {
+        const std::vector<Var> args = probs_tile.args();
+        probs_tile.compute_at(a.out_acc, rko).gpu_threads(args[0], args[1]);
+    }
+    Func values_tile = a.v_packed.in(a.out_acc);
+    {
+        const std::vector<Var> args = values_tile.args();
+        Var fo("fo"), fi("fi");
+        values_tile.compute_at(a.out_acc, rko)
+            .split(args[0], fo, fi, kFeatureThreads, TailStrategy::RoundUp)
+            .reorder(fi, args[1], fo)
+            .gpu_threads(fi, args[1]);
+    }
+}
+
+}  // namespace attngen

@@ -1,0 +1,152 @@
+#include "device.h"
+
+#include <string>
+
+#include "errors.h"
+
+#ifdef ATTNGEN_HAVE_CUDA
+#include <HalideRuntimeCuda.h>
+#endif
+#ifdef ATTNGEN_HAVE_OPENCL
+#include <HalideRuntimeOpenCL.h>
+#endif
+
+namespace attngen::rt {
+
+const char *device_name(attngen_device device) {
+    switch (device) {
+        case ATTNGEN_DEVICE_CPU:
+            return "CPU";
+        case ATTNGEN_DEVICE_CUDA:
+            return "CUDA";
+        case ATTNGEN_DEVICE_OPENCL:
+            return "OpenCL";
+    }
+    return "unknown device";
+}
+
+attngen_status require_known_device(attngen_device device, const char *what) {
+    switch (device) {
+        case ATTNGEN_DEVICE_CPU:
+        case ATTNGEN_DEVICE_CUDA:
+        case ATTNGEN_DEVICE_OPENCL:
+            return ATTNGEN_OK;
+    }
+    return fail(ATTNGEN_ERROR_INVALID_ARGUMENT, std::string(what) + " has unknown value " +
+                                                    std::to_string(int(device)) +
+                                                    " (expected 0 CPU, 1 CUDA, 2 OpenCL)");
+}
+
+const halide_device_interface_t *gpu_interface_or_fail(attngen_device device) {
+    switch (device) {
+#ifdef ATTNGEN_HAVE_CUDA
+        case ATTNGEN_DEVICE_CUDA:
+            return halide_cuda_device_interface();
+#endif
+#ifdef ATTNGEN_HAVE_OPENCL
+        case ATTNGEN_DEVICE_OPENCL:
+            return halide_opencl_device_interface();
+#endif
+        default:
+            fail(ATTNGEN_ERROR_UNSUPPORTED,
+                 std::string("this build of attngen has no ") + device_name(device) +
+                     " kernels (configure with ATTNGEN_ENABLE_" +
+                     (device == ATTNGEN_DEVICE_CUDA ? "CUDA" : "OPENCL") +
+                     "=ON on an x86-64 host)");
+            return nullptr;
+    }
+}
+
+attngen_status probe_device(attngen_device device) {
+    const halide_device_interface_t *interface = gpu_interface_or_fail(device);
+    if (interface == nullptr) return ATTNGEN_ERROR_UNSUPPORTED;
+    install_halide_error_handler();
+    halide_dimension_t dim{0, 1, 1, 0};
+    halide_buffer_t probe{};
+    probe.type = halide_type_t(halide_type_float, 32);
+    probe.dimensions = 1;
+    probe.dim = &dim;
+    KernelContext context;
+    const int code = halide_device_malloc(&context, &probe, interface);
+    if (code != 0) {
+        return fail(ATTNGEN_ERROR_DEVICE,
+                    std::string("no usable ") + device_name(device) + " device: " +
+                        (context.messages.empty() ? "Halide error " + std::to_string(code)
+                                                  : context.messages));
+    }
+    halide_device_free(&context, &probe);
+    return ATTNGEN_OK;
+}
+
+attngen_status wrap_device_address(attngen_device device, halide_buffer_t *buf, uint64_t address,
+                                   const char *name) {
+    if (address == 0) {
+        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                    std::string(name) + " is a null device address");
+    }
+    KernelContext context;
+    int code = halide_error_code_no_device_interface;
+    switch (device) {
+#ifdef ATTNGEN_HAVE_CUDA
+        case ATTNGEN_DEVICE_CUDA:
+            code = halide_cuda_wrap_device_ptr(&context, buf, address);
+            break;
+#endif
+#ifdef ATTNGEN_HAVE_OPENCL
+        case ATTNGEN_DEVICE_OPENCL:
+            code = halide_opencl_wrap_cl_mem(&context, buf, address);
+            break;
+#endif
+        default:
+            break;
+    }
+    if (code == 0) return ATTNGEN_OK;
+    return fail(ATTNGEN_ERROR_DEVICE,
+                std::string("cannot use the device address of ") + name + ": " + context.messages);
+}
+
+void detach_device_address(attngen_device device, halide_buffer_t *buf) {
+    if (buf->device == 0) return;
+    KernelContext context;
+    switch (device) {
+#ifdef ATTNGEN_HAVE_CUDA
+        case ATTNGEN_DEVICE_CUDA:
+            halide_cuda_detach_device_ptr(&context, buf);
+            break;
+#endif
+#ifdef ATTNGEN_HAVE_OPENCL
+        case ATTNGEN_DEVICE_OPENCL:
+            halide_opencl_detach_cl_mem(&context, buf);
+            break;
+#endif
+        default:
+            break;
+    }
+}
+
+uint64_t device_address_of(attngen_device device, const halide_buffer_t *buf) {
+    KernelContext context;
+    auto *mutable_buf = const_cast<halide_buffer_t *>(buf);
+    switch (device) {
+#ifdef ATTNGEN_HAVE_CUDA
+        case ATTNGEN_DEVICE_CUDA:
+            return halide_cuda_get_device_ptr(&context, mutable_buf);
+#endif
+#ifdef ATTNGEN_HAVE_OPENCL
+        case ATTNGEN_DEVICE_OPENCL:
+            return uint64_t(halide_opencl_get_cl_mem(&context, mutable_buf));
+#endif
+        default:
+            (void)mutable_buf;
+            return 0;
+    }
+}
+
+DeviceScratch::~DeviceScratch() {
+    KernelContext context;  // a failure to free leaks device memory; there is no one to tell
+    for (halide_buffer_t *buf : buffers_) {
+        if (buf->device != 0) halide_device_free(&context, buf);
+    }
+}
+
+}  // namespace attngen::rt

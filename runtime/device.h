@@ -1,0 +1,52 @@
+// The GPU APIs of this build (CUDA, OpenCL) as Halide sees them, and the device-memory
+// bookkeeping every GPU call needs. Which APIs exist is fixed at build time
+// (ATTNGEN_HAVE_CUDA / ATTNGEN_HAVE_OPENCL); whether a device is present is found at run time.
+#ifndef ATTNGEN_RUNTIME_DEVICE_H
+#define ATTNGEN_RUNTIME_DEVICE_H
+
+#include <HalideRuntime.h>
+#include <attngen/attngen.h>
+
+#include <vector>
+
+namespace attngen::rt {
+
+// "CPU", "CUDA", "OpenCL".
+const char *device_name(attngen_device device);
+
+// ATTNGEN_ERROR_INVALID_ARGUMENT for an unknown value.
+attngen_status require_known_device(attngen_device device, const char *what);
+
+// The Halide device interface of a GPU API this build has kernels for. Records
+// ATTNGEN_ERROR_UNSUPPORTED (API not built) and returns nullptr otherwise.
+const halide_device_interface_t *gpu_interface_or_fail(attngen_device device);
+
+// Allocates and frees a small buffer on the device: ATTNGEN_ERROR_DEVICE, with the driver's
+// words, when there is no usable device or driver.
+attngen_status probe_device(attngen_device device);
+
+// Points buf (its host pointer null) at device memory the caller owns, and detaches it again.
+attngen_status wrap_device_address(attngen_device device, halide_buffer_t *buf, uint64_t address,
+                                   const char *name);
+void detach_device_address(attngen_device device, halide_buffer_t *buf);
+
+// The device address behind a buffer Halide allocated (a CUdeviceptr or cl_mem).
+uint64_t device_address_of(attngen_device device, const halide_buffer_t *buf);
+
+// Frees, when it goes out of scope, whatever device memory Halide allocated for the buffers
+// of one call (inputs copied in, outputs, scratch).
+class DeviceScratch {
+  public:
+    DeviceScratch() = default;
+    DeviceScratch(const DeviceScratch &) = delete;
+    DeviceScratch &operator=(const DeviceScratch &) = delete;
+    ~DeviceScratch();
+    void track(halide_buffer_t *buf) { buffers_.push_back(buf); }
+
+  private:
+    std::vector<halide_buffer_t *> buffers_;
+};
+
+}  // namespace attngen::rt
+
+#endif  // ATTNGEN_RUNTIME_DEVICE_H

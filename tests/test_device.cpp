@@ -1,0 +1,238 @@
+// The GPU suite: the fused forward on CUDA or OpenCL against the float64 reference, through
+// host pointers and through device addresses. One binary serves both APIs; the environment
+// picks which (ATTNGEN_TEST_DEVICE=cuda|opencl). Where no such device or driver exists every
+// test is skipped with the reason, unless ATTNGEN_TEST_REQUIRE_DEVICE=1 makes that a failure
+// (CI sets it for OpenCL, which PoCL provides on any machine).
+#include <attngen/attngen.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "mha_tester.h"
+#include "test_util.h"
+
+namespace attngen_test {
+namespace {
+
+attngen_device DeviceUnderTest() {
+    const char *name = std::getenv("ATTNGEN_TEST_DEVICE");
+    if (name != nullptr && std::strcmp(name, "cuda") == 0) return ATTNGEN_DEVICE_CUDA;
+    return ATTNGEN_DEVICE_OPENCL;
+}
+
+bool DeviceRequired() {
+    const char *required = std::getenv("ATTNGEN_TEST_REQUIRE_DEVICE");
+    return required != nullptr && std::strcmp(required, "1") == 0;
+}
+
+// Why the device cannot run here, or "" when it can: a handle is created once.
+const std::string &UnavailableReason() {
+    static const std::string reason = [] {
+        attngen_mha_config config{8, 2, 0, 0, 0, 1, DeviceUnderTest()};
+        attngen_mha *m = nullptr;
+        const attngen_status s = attngen_mha_create(&config, &m);
+        attngen_mha_destroy(m);
+        if (s == ATTNGEN_OK) return std::string();
+        return std::string(attngen_status_string(s)) + ": " + attngen_last_error();
+    }();
+    return reason;
+}
+
+class DeviceTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        const std::string &reason = UnavailableReason();
+        if (reason.empty()) return;
+        if (DeviceRequired()) FAIL() << "the device is required but unavailable: " << reason;
+        GTEST_SKIP() << "no usable device: " << reason;
+    }
+    static MhaTester Tester() { return MhaTester().device(DeviceUnderTest()); }
+};
+
+// Shapes at the GPU schedule's tile edges: query blocks of 16, key tiles of 32, projection
+// blocks of 64 features by 32 rows and 4 x 4 register tiles, each hit exactly and missed by one.
+TEST_F(DeviceTest, SingleElement) {
+    Tester().d_model(1).num_heads(1).batch(1).q_len(1).kv_len(1).Test();
+}
+TEST_F(DeviceTest, HeadDimOne) {
+    Tester().d_model(5).num_heads(5).batch(2).q_len(3).kv_len(2).Test();
+}
+TEST_F(DeviceTest, PrimeSizes) {
+    Tester().d_model(21).num_heads(3).kdim(11).vdim(13).batch(3).q_len(7).kv_len(11).Test();
+}
+TEST_F(DeviceTest, QueryBlockPlusOne) {
+    Tester().d_model(16).num_heads(2).batch(1).q_len(17).kv_len(9).Test();
+}
+TEST_F(DeviceTest, KeyTileEdges) {
+    for (int kv : {31, 32, 33}) Tester().d_model(8).num_heads(1).q_len(5).kv_len(kv).Test();
+}
+TEST_F(DeviceTest, ProjectionBlockEdges) {
+    for (int d : {63, 64, 65}) Tester().d_model(d).num_heads(1).q_len(33).kv_len(3).Test();
+}
+TEST_F(DeviceTest, LongerRowsThanOneBlock) {
+    Tester().d_model(32).num_heads(4).batch(2).q_len(40).kv_len(70).with_weights(false).Test();
+}
+TEST_F(DeviceTest, WithoutBias) {
+    Tester().d_model(12).num_heads(3).use_bias(false).q_len(4).kv_len(6).Test();
+}
+TEST_F(DeviceTest, ExplicitHeadDim) {
+    Tester().d_model(10).num_heads(3).head_dim(7).q_len(4).kv_len(5).Test();
+}
+TEST_F(DeviceTest, SelfAttention) {
+    Tester().d_model(16).num_heads(4).q_len(9).kv_len(9).self_attention(true).Test();
+}
+
+// Every mask kind, on q_len != kv_len, and combined.
+TEST_F(DeviceTest, CausalTopLeft) {
+    Tester()
+        .d_model(8)
+        .num_heads(2)
+        .batch(2)
+        .q_len(6)
+        .kv_len(9)
+        .causal(ATTNGEN_CAUSAL_TOP_LEFT)
+        .Test();
+}
+TEST_F(DeviceTest, CausalBottomRight) {
+    Tester()
+        .d_model(8)
+        .num_heads(2)
+        .batch(2)
+        .q_len(9)
+        .kv_len(6)
+        .causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT)
+        .Test();
+}
+TEST_F(DeviceTest, KvLengthsWithAFullyMaskedItem) {
+    Tester().d_model(8).num_heads(2).batch(3).q_len(4).kv_len(7).kv_lengths({7, 0, 3}).Test();
+}
+TEST_F(DeviceTest, BoolMaskPerItemAndBroadcast) {
+    Tester().d_model(8).num_heads(2).batch(2).q_len(5).kv_len(6).bool_mask(2).Test();
+    Tester().d_model(8).num_heads(2).batch(2).q_len(5).kv_len(6).bool_mask(1, 0.9).Test();
+}
+TEST_F(DeviceTest, AdditiveMaskWithNegativeInfinity) {
+    Tester().d_model(8).num_heads(2).batch(2).q_len(5).kv_len(6).additive(2, 2, 0.3).Test();
+    Tester().d_model(8).num_heads(2).batch(2).q_len(5).kv_len(6).additive(1, 1, 1.0).Test();
+}
+TEST_F(DeviceTest, AllMasksCombined) {
+    Tester()
+        .d_model(12)
+        .num_heads(3)
+        .batch(2)
+        .q_len(7)
+        .kv_len(10)
+        .causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT)
+        .kv_lengths({10, 4})
+        .bool_mask(2)
+        .additive(1, 3)
+        .Test();
+}
+TEST_F(DeviceTest, HugeLogits) {
+    Tester().d_model(8).num_heads(1).q_len(4).kv_len(5).input_scale(300.0f).Test();
+}
+
+// The device-address entry point gives bit for bit what the host-pointer one gives, and
+// writes nothing when it fails.
+class DeviceBuffer {
+  public:
+    DeviceBuffer(attngen_device device, const std::vector<float> &host) : device_(device) {
+        bytes_ = host.size() * sizeof(float);
+        status_ = attngen_device_alloc(device, bytes_, &address_);
+        if (status_ == ATTNGEN_OK)
+            status_ = attngen_device_upload(device, address_, host.data(), bytes_);
+    }
+    ~DeviceBuffer() { attngen_device_free(device_, address_); }
+    DeviceBuffer(const DeviceBuffer &) = delete;
+    DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+    attngen_status status() const { return status_; }
+    uint64_t address() const { return address_; }
+    std::vector<float> Download() const {
+        std::vector<float> host(bytes_ / sizeof(float));
+        EXPECT_EQ(attngen_device_download(device_, host.data(), address_, bytes_), ATTNGEN_OK)
+            << attngen_last_error();
+        return host;
+    }
+
+  private:
+    attngen_device device_;
+    uint64_t bytes_ = 0, address_ = 0;
+    attngen_status status_;
+};
+
+TEST_F(DeviceTest, DeviceAddressesMatchHostPointers) {
+    const attngen_device device = DeviceUnderTest();
+    MhaTester t = Tester();
+    t.d_model(12).num_heads(3).batch(2).q_len(5).kv_len(7).causal(ATTNGEN_CAUSAL_TOP_LEFT);
+    const attngen_mha_config config = t.config();
+    attngen_mha *raw = nullptr;
+    ASSERT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK) << attngen_last_error();
+    MhaHandle m(raw);
+    const MhaTester::Model model = t.MakeModel();
+    ASSERT_EQ(model.SetWeights(m.get()), ATTNGEN_OK) << attngen_last_error();
+    MhaTester::Run r = t.Prepare(DefaultSeed());
+    t.Call(m.get(), r);
+    ASSERT_EQ(r.status, ATTNGEN_OK) << attngen_last_error();
+    t.Check(model, r);
+
+    DeviceBuffer query(device, r.query), key(device, r.key), value(device, r.value);
+    DeviceBuffer out(device, std::vector<float>(r.out.size(), kSentinel));
+    DeviceBuffer weights(device, std::vector<float>(r.weights.size(), kSentinel));
+    for (const DeviceBuffer *b : {&query, &key, &value, &out, &weights}) {
+        ASSERT_EQ(b->status(), ATTNGEN_OK) << attngen_last_error();
+    }
+    ASSERT_EQ(
+        attngen_mha_forward_device(m.get(), 2, 5, 7, query.address(), key.address(),
+                                   value.address(), &r.mask, out.address(), weights.address()),
+        ATTNGEN_OK)
+        << attngen_last_error();
+    EXPECT_TRUE(BitIdentical("out", out.Download(), r.out));
+    EXPECT_TRUE(BitIdentical("weights", weights.Download(), r.weights));
+
+    // A mask of the wrong batch fails validation: the device outputs keep their contents.
+    DeviceBuffer untouched_out(device, std::vector<float>(r.out.size(), kSentinel));
+    attngen_mask bad = r.mask;
+    const std::vector<int32_t> lengths = {7, 99};
+    bad.kv_lengths = lengths.data();
+    EXPECT_EQ(attngen_mha_forward_device(m.get(), 2, 5, 7, query.address(), key.address(),
+                                         value.address(), &bad, untouched_out.address(), 0),
+              ATTNGEN_ERROR_SHAPE);
+    EXPECT_NE(std::string(attngen_last_error()).find("kv_lengths"), std::string::npos)
+        << attngen_last_error();
+    EXPECT_TRUE(Untouched("out", untouched_out.Download()));
+}
+
+TEST_F(DeviceTest, DeviceMemoryErrorsAreReported) {
+    const attngen_device device = DeviceUnderTest();
+    uint64_t address = 0;
+    EXPECT_EQ(attngen_device_alloc(device, 0, &address), ATTNGEN_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(attngen_device_alloc(device, 16, nullptr), ATTNGEN_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(attngen_device_free(device, 0x1234), ATTNGEN_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(attngen_last_error()).find("attngen_device_alloc"), std::string::npos);
+    ASSERT_EQ(attngen_device_alloc(device, 16, &address), ATTNGEN_OK) << attngen_last_error();
+    float host[8] = {};
+    EXPECT_EQ(attngen_device_upload(device, address, host, sizeof(host)),
+              ATTNGEN_ERROR_INVALID_ARGUMENT)
+        << "32 bytes into a 16-byte allocation";
+    EXPECT_NE(std::string(attngen_last_error()).find("16 bytes"), std::string::npos)
+        << attngen_last_error();
+    EXPECT_EQ(attngen_device_free(device, address), ATTNGEN_OK);
+    EXPECT_EQ(attngen_device_free(device, address), ATTNGEN_ERROR_INVALID_ARGUMENT)
+        << "double free is refused";
+    EXPECT_EQ(attngen_device_free(device, 0), ATTNGEN_OK);
+}
+
+TEST_F(DeviceTest, CpuHandleRefusesDeviceAddresses) {
+    const attngen_mha_config config{8, 2, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
+    attngen_mha *raw = nullptr;
+    ASSERT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK);
+    MhaHandle m(raw);
+    EXPECT_EQ(attngen_mha_forward_device(m.get(), 1, 1, 1, 8, 8, 8, nullptr, 8, 0),
+              ATTNGEN_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(attngen_last_error()).find("CPU"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace attngen_test
