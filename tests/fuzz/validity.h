@@ -1,0 +1,71 @@
+// The fuzzer's own idea of which calls are valid, written from the C API contract
+// (include/attngen/attngen.h, DESIGN.md) and not from the runtime's code, so the two can be
+// checked against each other.
+#ifndef ATTNGEN_TESTS_FUZZ_VALIDITY_H
+#define ATTNGEN_TESTS_FUZZ_VALIDITY_H
+
+#include <attngen/attngen.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+
+namespace attngen_fuzz {
+
+// What a call may return. A valid call must succeed; an invalid one must fail with one of the
+// statuses that apply (when several problems apply at once the contract does not say which is
+// reported). Sizes close to the 32-bit limits are a gray zone where the library may use
+// internal buffers a little larger than the caller's (padding, intermediates): there success
+// and a SHAPE or OUT_OF_MEMORY error are all allowed.
+struct Verdict {
+    bool may_succeed = true;
+    std::set<attngen_status> errors;  // statuses a failure may report
+    std::string reasons;              // why, for the crash report
+
+    bool must_succeed() const { return may_succeed && errors.empty(); }
+    void invalid(attngen_status status, const std::string &why);  // the call must fail
+    void gray(const std::string &why);                            // either outcome is fine
+    bool allows(attngen_status status) const;
+};
+
+// Bytes in a dense tensor of this shape, saturating instead of overflowing; negative extents
+// count as 0 (they are reported as invalid sizes elsewhere).
+int64_t tensor_bytes(std::initializer_list<int64_t> shape, int64_t element_size);
+
+// The largest tensor a kernel can address: Halide indexes with 32-bit integers.
+constexpr int64_t kMaxTensorBytes = INT32_MAX;
+
+Verdict create_verdict(const attngen_mha_config &config);
+
+// config has passed create; use_bias says whether biases are required.
+Verdict set_weights_verdict(const attngen_mha_config &config, bool have_handle,
+                            bool all_weights_given, bool all_biases_given);
+
+// Sizes of one forward call on a handle made from config (which passed create).
+struct ForwardCall {
+    int32_t batch, q_len, kv_len;
+    bool have_handle, weights_were_set;
+    bool query_given, key_given, value_given, out_given, weights_given;
+    const attngen_mask *mask;  // may be NULL
+};
+Verdict forward_verdict(const attngen_mha_config &config, const ForwardCall &call);
+
+struct SdpaCall {
+    int32_t batch, heads, q_len, kv_len, dk, dv;
+    bool q_given, k_given, v_given, out_given, weights_given;
+    const attngen_mask *mask;
+    float scale;
+};
+Verdict sdpa_verdict(const SdpaCall &call);
+
+struct LinearCall {
+    int32_t rows, in_features, out_features;
+    bool x_given, w_given, y_given;
+};
+Verdict linear_verdict(const LinearCall &call);
+
+Verdict set_num_threads_verdict(int32_t n);
+
+}  // namespace attngen_fuzz
+
+#endif  // ATTNGEN_TESTS_FUZZ_VALIDITY_H
