@@ -64,10 +64,11 @@ attngen_status require_one_or(int32_t value, int32_t full, const char *name,
 attngen_status validate_mask(const attngen_mask *mask, int32_t batch, int32_t heads, int32_t q_len,
                              int32_t kv_len) {
     if (mask == nullptr) return ATTNGEN_OK;
-    if (mask->causal != ATTNGEN_CAUSAL_NONE && mask->causal != ATTNGEN_CAUSAL_TOP_LEFT &&
-        mask->causal != ATTNGEN_CAUSAL_BOTTOM_RIGHT) {
+    const int32_t causal = raw_enum_value(mask->causal);
+    if (causal != ATTNGEN_CAUSAL_NONE && causal != ATTNGEN_CAUSAL_TOP_LEFT &&
+        causal != ATTNGEN_CAUSAL_BOTTOM_RIGHT) {
         return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
-                    "mask.causal has unknown value " + std::to_string(int(mask->causal)) +
+                    "mask.causal has unknown value " + std::to_string(causal) +
                         " (expected 0 none, 1 top-left, 2 bottom-right)");
     }
     if (mask->kv_lengths != nullptr) {

@@ -6,9 +6,21 @@
 #include <attngen/attngen.h>
 
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 
 namespace attngen::rt {
+
+// The integer a C caller stored in an enum field of an API struct. C allows any int there,
+// while a C++ load of a value outside the enumerators' range is undefined behaviour (UBSan's
+// "enum" check), so fields that are not yet validated are read through this.
+template <typename Enum>
+int32_t raw_enum_value(const Enum &field) {
+    static_assert(sizeof(Enum) == sizeof(int32_t), "C enums of the API are int-sized");
+    int32_t value;
+    std::memcpy(&value, &field, sizeof value);
+    return value;
+}
 
 attngen_status require_not_null(const void *pointer, const char *name);
 attngen_status require_positive(int64_t value, const char *name);

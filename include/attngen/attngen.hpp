@@ -220,6 +220,15 @@ inline void linear(TensorView<const float> x, TensorView<const float> w,
     check(attngen_linear(rows, in, out_features, x.data(), w.data(), bias.data(), y.data()));
 }
 
+// The number of threads one call may use, process-wide (attngen_set_num_threads): n >= 1, or 0
+// for the default (HL_NUM_THREADS, else the number of cores).
+inline void set_num_threads(int32_t n) {
+    check(attngen_set_num_threads(n));
+}
+inline int32_t num_threads() {
+    return attngen_get_num_threads();
+}
+
 }  // namespace attngen
 
 #endif  // ATTNGEN_ATTNGEN_HPP
