@@ -224,6 +224,26 @@ TEST_F(DeviceTest, DeviceMemoryErrorsAreReported) {
     EXPECT_EQ(attngen_device_free(device, 0), ATTNGEN_OK);
 }
 
+// GPU kernels keep every score in device memory: shapes whose scores Halide cannot index are
+// refused before anything is read (the inputs here are far smaller than the shape says).
+TEST_F(DeviceTest, ScoresBeyondIndexingAreRefused) {
+    const attngen_mha_config config{8, 2, 0, 0, 0, 1, DeviceUnderTest()};
+    attngen_mha *raw = nullptr;
+    ASSERT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK) << attngen_last_error();
+    MhaHandle m(raw);
+    const std::vector<float> w(64, 0.1f), b(8, 0.0f), x(8, 1.0f);
+    ASSERT_EQ(attngen_mha_set_weights(m.get(), w.data(), w.data(), w.data(), w.data(), b.data(),
+                                      b.data(), b.data(), b.data()),
+              ATTNGEN_OK);
+    std::vector<float> out(8, kSentinel);
+    EXPECT_EQ(attngen_mha_forward(m.get(), 1, 32768, 32768, x.data(), x.data(), x.data(), nullptr,
+                                  out.data(), nullptr),
+              ATTNGEN_ERROR_SHAPE);
+    EXPECT_NE(std::string(attngen_last_error()).find("scores"), std::string::npos)
+        << attngen_last_error();
+    EXPECT_TRUE(Untouched("out", out));
+}
+
 TEST_F(DeviceTest, CpuHandleRefusesDeviceAddresses) {
     const attngen_mha_config config{8, 2, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
     attngen_mha *raw = nullptr;
