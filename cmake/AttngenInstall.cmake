@@ -9,6 +9,16 @@ include(CMakePackageConfigHelpers)
 
 set(ATTNGEN_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/attngen")
 
+# Where libHalide and its autoscheduler plugins live (recorded in the package).
+set(ATTNGEN_HALIDE_LIBDIR "")
+if (TARGET Halide::Halide)
+    get_target_property(_attngen_halide_lib Halide::Halide IMPORTED_LOCATION_RELEASE)
+    if (NOT _attngen_halide_lib)
+        get_target_property(_attngen_halide_lib Halide::Halide IMPORTED_LOCATION)
+    endif ()
+    get_filename_component(ATTNGEN_HALIDE_LIBDIR "${_attngen_halide_lib}" DIRECTORY)
+endif ()
+
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/attngen"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
 install(FILES "${PROJECT_BINARY_DIR}/runtime/libattngen.a"
@@ -20,7 +30,7 @@ configure_package_config_file(
     "${PROJECT_SOURCE_DIR}/cmake/attngenConfig.cmake.in"
     "${PROJECT_BINARY_DIR}/attngenConfig.cmake"
     INSTALL_DESTINATION "${ATTNGEN_INSTALL_CMAKEDIR}"
-    PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_LIBDIR)
+    PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_LIBDIR CMAKE_INSTALL_LIBEXECDIR)
 write_basic_package_version_file(
     "${PROJECT_BINARY_DIR}/attngenConfigVersion.cmake"
     VERSION "${PROJECT_VERSION}"
@@ -33,3 +43,31 @@ configure_file("${PROJECT_SOURCE_DIR}/cmake/attngen.pc.in" "${PROJECT_BINARY_DIR
                @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/attngen.pc"
         DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+
+# For attngen_add_library (cmake/AttngenAddLibrary.cmake) in other builds: the generator
+# executable, Halide's runtime headers the generated headers include, the cross-target
+# libraries built here, and where Halide's autoscheduler plugins live.
+if (TARGET attngen_generators)
+    # The generator loads libHalide from the Halide it was built with (the .venv's wheel).
+    set_target_properties(attngen_generators PROPERTIES INSTALL_RPATH "${ATTNGEN_HALIDE_LIBDIR}")
+    install(TARGETS attngen_generators
+            RUNTIME DESTINATION "${CMAKE_INSTALL_LIBEXECDIR}/attngen")
+    find_path(ATTNGEN_HALIDE_RUNTIME_INCLUDE HalideRuntime.h
+              HINTS "${ATTNGEN_HALIDE_LIBDIR}/../include" NO_DEFAULT_PATH REQUIRED)
+    install(FILES "${ATTNGEN_HALIDE_RUNTIME_INCLUDE}/HalideRuntime.h"
+                  "${ATTNGEN_HALIDE_RUNTIME_INCLUDE}/HalideBuffer.h"
+            DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/attngen/halide")
+endif ()
+install(FILES ${ATTNGEN_DETAIL_HEADERS} DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/attngen/detail")
+install(FILES "${PROJECT_SOURCE_DIR}/cmake/AttngenAddLibrary.cmake"
+              "${PROJECT_SOURCE_DIR}/cmake/AttngenHostTargets.cmake"
+        DESTINATION "${ATTNGEN_INSTALL_CMAKEDIR}")
+if (ATTNGEN_ENABLE_AARCH64)
+    set(_attngen_aarch64_runtime "${PROJECT_BINARY_DIR}/attngen_aarch64/runtime")
+    install(CODE "
+        file(GLOB libs \"${_attngen_aarch64_runtime}/libattngen.a\"
+                       \"${_attngen_aarch64_runtime}/libattngen.so*\")
+        file(INSTALL \${libs}
+             DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/attngen/aarch64-linux-gnu\"
+             FOLLOW_SYMLINK_CHAIN)")
+endif ()

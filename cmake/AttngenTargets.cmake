@@ -1,23 +1,8 @@
 # Halide targets the host library is built for. Several targets of one architecture in one
 # library give run-time dispatch to the richest feature set the CPU has; the last is the
 # fallback every CPU of the architecture runs.
-if (CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
-    # AVX-512 pays even on a CPU that runs it on 256-bit units (AMD Zen 4): its 32 registers
-    # hold a 2 x 12 register tile. Measured beside the AVX2 kernels on a 2-core EPYC
-    # (attngen_bench, bert-128 / tutorial / tutorial-cross MHA forward): 4.2-4.5 ms vs
-    # 6.3-6.8 ms, 8.5 vs 11.9 ms, 0.86 vs 1.36 ms.
-    set(_attngen_default_host_targets
-        x86-64-linux-avx512_skylake
-        x86-64-linux-avx2-fma-f16c
-        x86-64-linux-sse41
-        x86-64-linux)
-elseif (CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
-    set(_attngen_default_host_targets
-        arm-64-linux-arm_dot_prod-arm_fp16
-        arm-64-linux)
-else ()
-    set(_attngen_default_host_targets host)
-endif ()
+include(AttngenHostTargets)
+attngen_default_cpu_targets(_attngen_default_host_targets "${CMAKE_SYSTEM_PROCESSOR}")
 set(ATTNGEN_HOST_TARGETS "${_attngen_default_host_targets}" CACHE STRING
     "Halide targets of the CPU library (a list; the last is the fallback)")
 

@@ -132,6 +132,13 @@ class SdpaGenerator : public AttngenGenerator<SdpaGenerator> {
 class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
   public:
     GeneratorParam<bool> weights_output{"weights_output", false};
+    // Sizes a build may fix (attngen_add_library's HEAD_DIM, NUM_HEADS, CAUSAL); 0, or -1 for
+    // causal, leaves them to run time. A fixed size is a constant in the algorithm, so loops
+    // over it have constant extents; its Input keeps its place in the signature and a call
+    // that passes another value fails with a message.
+    GeneratorParam<int> fixed_num_heads{"fixed_num_heads", 0, 0, 1 << 16};
+    GeneratorParam<int> fixed_head_dim{"fixed_head_dim", 0, 0, 1 << 16};
+    GeneratorParam<int> fixed_causal{"fixed_causal", -1, -1, 2};
 
     Input<Buffer<float, 3>> query{"query"};  // (d_model, q_len, batch)
     Input<Buffer<float, 3>> key{"key"};      // (kdim, kv_len, batch)
@@ -153,6 +160,10 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
 
     void generate() {
         const Expr q_len = query.dim(1).extent(), kv_len = key.dim(1).extent();
+        const Expr heads = fixed_or_input(fixed_num_heads, num_heads, "num_heads");
+        const Expr hd = fixed_or_input(fixed_head_dim, head_dim, "head_dim");
+        MaskInputs mask = mask_inputs();
+        if (fixed_causal >= 0) mask.causal = fixed_or_input(fixed_causal, causal, "causal");
 
         ProjectionStage pq = define_projection("q_proj", as_grouped(query), query.dim(0).extent(),
                                                1, q_len, wq_t, bq);
@@ -160,19 +171,17 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
             define_projection("k_proj", as_grouped(key), key.dim(0).extent(), 1, kv_len, wk_t, bk);
         ProjectionStage pv = define_projection("v_proj", as_grouped(value), value.dim(0).extent(),
                                                1, kv_len, wv_t, bv);
-        Func qh = split_heads("q_heads", pq.result, head_dim);
-        Func kh = split_heads("k_heads", pk.result, head_dim);
-        Func vh = split_heads("v_heads", pv.result, head_dim);
-        AttentionStage a =
-            define_attention(qh, kh, vh, head_dim, head_dim, q_len, kv_len, scale, mask_inputs());
+        Func qh = split_heads("q_heads", pq.result, hd);
+        Func kh = split_heads("k_heads", pk.result, hd);
+        Func vh = split_heads("v_heads", pv.result, hd);
+        AttentionStage a = define_attention(qh, kh, vh, hd, hd, q_len, kv_len, scale, mask);
 
         // The output projection reads the per-head attention output as (d, h, l, b): the head
         // merge is the reduction's index order, not a copy.
         Func merged("merged_heads");
         Var d("d"), g("g"), l("l"), b("b");
         merged(d, g, l, b) = a.out(d, l, g, b);
-        ProjectionStage po =
-            define_projection("out_proj", merged, head_dim, num_heads, q_len, wo_t, bo);
+        ProjectionStage po = define_projection("out_proj", merged, hd, heads, q_len, wo_t, bo);
         output = po.result;
         if (weights) *weights = a.probs;
 
@@ -191,6 +200,14 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
     }
 
   private:
+    // The fixed value, checked against what the call passes, or the Input itself.
+    static Expr fixed_or_input(int fixed, const Expr &input, const std::string &name) {
+        const bool is_fixed = name == "causal" ? fixed >= 0 : fixed > 0;
+        if (!is_fixed) return input;
+        return require(input == fixed, Expr(fixed), "this kernel was generated for " + name + " =",
+                       fixed, "but the call passed", input);
+    }
+
     static Func as_grouped(const Func &x) {
         Var d("d"), g("g"), l("l"), b("b");
         Func grouped(x.name() + "_grouped");

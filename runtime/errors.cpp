@@ -12,9 +12,14 @@ namespace {
 thread_local std::string last_error;
 
 void report_halide_error(void *user_context, const char *message) {
-    // A call without our context would be a bug in the runtime; there is nowhere to put the
-    // message, and Halide's fallback would print it, so it is dropped and the status says it.
-    if (user_context == nullptr || message == nullptr) return;
+    if (message == nullptr) return;
+    // Without a context the call came from a kernel the application calls itself (made by
+    // attngen_add_library): the message becomes this thread's attngen_last_error().
+    if (user_context == nullptr) {
+        last_error = message;
+        while (!last_error.empty() && last_error.back() == '\n') last_error.pop_back();
+        return;
+    }
     auto *context = static_cast<KernelContext *>(user_context);
     if (!context->messages.empty()) context->messages += "; ";
     context->messages += message;
@@ -82,6 +87,10 @@ attngen_status kernel_failure(const char *kernel, int halide_code, const KernelC
 }
 
 }  // namespace attngen::rt
+
+extern "C" void attngen_install_error_handler(void) {
+    attngen::rt::install_halide_error_handler();
+}
 
 extern "C" const char *attngen_last_error(void) {
     return attngen::rt::last_error_message();

@@ -1,3 +1,4 @@
+// Header-only: installed (attngen/detail/) for kernels made by attngen_add_library.
 // The mask arguments every attention kernel takes, built from an attngen_mask. Absent parts
 // become buffers of the full logical shape that repeat one neutral row (stride 0 outside the
 // innermost dimension, which kernels require dense for vector loads), with their has_* flag
@@ -17,7 +18,8 @@ class MaskBuffers {
   public:
     // mask must have passed validate_mask (it may be NULL). Throws std::bad_alloc.
     MaskBuffers(const attngen_mask *mask, int32_t batch, int32_t heads, int32_t q_len,
-                int32_t kv_len);
+                int32_t kv_len)
+        : MaskBuffers(mask ? *mask : attngen_mask{}, batch, heads, q_len, kv_len) {}
 
     int32_t causal() const { return causal_; }
     halide_buffer_t *kv_lengths() { return kv_lengths_.get(); }
@@ -27,6 +29,20 @@ class MaskBuffers {
     halide_buffer_t *additive() { return additive_.get(); }
 
   private:
+    MaskBuffers(const attngen_mask &m, int32_t batch, int32_t heads, int32_t q_len, int32_t kv_len)
+        : causal_(static_cast<int32_t>(m.causal)),
+          all_keys_(m.kv_lengths ? 0 : batch, kv_len),
+          unmasked_row_(m.bool_mask ? 0 : kv_len, 0),
+          zero_row_(m.additive ? 0 : kv_len, 0.0f),
+          has_bool_mask_(m.bool_mask != nullptr),
+          has_additive_(m.additive != nullptr),
+          kv_lengths_(m.kv_lengths ? m.kv_lengths : all_keys_.data(), {batch}),
+          bool_mask_(has_bool_mask_ ? m.bool_mask : unmasked_row_.data(), {batch, q_len, kv_len},
+                     {!has_bool_mask_ || m.bool_mask_batch == 1, !has_bool_mask_, false}),
+          additive_(has_additive_ ? m.additive : zero_row_.data(), {batch, heads, q_len, kv_len},
+                    {!has_additive_ || m.additive_batch == 1,
+                     !has_additive_ || m.additive_heads == 1, !has_additive_, false}) {}
+
     int32_t causal_;
     std::vector<int32_t> all_keys_;  // the kv_lengths of every item when none are given
     std::vector<uint8_t> unmasked_row_;

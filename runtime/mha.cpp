@@ -23,6 +23,7 @@
 #include "errors.h"
 #include "layout.h"
 #include "mask_buffers.h"
+#include "packed_projection.h"
 #include "staged_output.h"
 #include "tensor_buffer.h"
 #include "validate.h"
@@ -31,29 +32,6 @@ using namespace attngen;
 using namespace attngen::rt;
 
 namespace {
-
-// A projection weight as the kernel takes it: transposed to [in, out] with out zero-padded to
-// a multiple of kWeightPadding (see generators/layout.h), plus its padded bias.
-struct PackedProjection {
-    int32_t in = 0, out = 0, padded_out = 0;
-    std::vector<float> weight;  // [in, padded_out]
-    std::vector<float> bias;    // [padded_out]
-
-    void pack(const float *w, const float *b, int32_t out_features, int32_t in_features,
-              attngen_device device) {
-        in = in_features;
-        out = out_features;
-        padded_out = round_up(out_features, kWeightPadding) +
-                     (device == ATTNGEN_DEVICE_CPU ? 0 : kGpuExtraWeightPadding);
-        weight.assign(size_t(in) * padded_out, 0.0f);
-        bias.assign(padded_out, 0.0f);
-        for (int32_t o = 0; o < out; ++o) {
-            for (int32_t i = 0; i < in; ++i)
-                weight[size_t(i) * padded_out + o] = w[size_t(o) * in + i];
-            if (b != nullptr) bias[o] = b[o];
-        }
-    }
-};
 
 // The fused forward kernels of one device. Every build of the generator has the same
 // signature, whatever its target.

@@ -5,3 +5,9 @@ add_test(NAME install_package
          COMMAND "${CMAKE_CURRENT_LIST_DIR}/check_install.sh" "${PROJECT_BINARY_DIR}"
                  "${PROJECT_SOURCE_DIR}" "${CMAKE_COMMAND}" "${CMAKE_GENERATOR}")
 set_tests_properties(c_api_example install_package PROPERTIES LABELS ${ATTNGEN_TEST_LABEL})
+
+# examples/consumer built against that install: attngen_add_library for the host and aarch64.
+add_test(NAME consumer_package
+         COMMAND "${CMAKE_CURRENT_LIST_DIR}/check_consumer.sh" "${PROJECT_BINARY_DIR}"
+                 "${PROJECT_SOURCE_DIR}" "${CMAKE_COMMAND}" "${CMAKE_GENERATOR}")
+set_tests_properties(consumer_package PROPERTIES LABELS ${ATTNGEN_TEST_LABEL} TIMEOUT 900)

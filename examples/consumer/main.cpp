@@ -1,0 +1,111 @@
+// Runs the kernels this project generated with attngen_add_library beside attngen's generic
+// forward (the C API) on the same module and inputs, and checks that they agree; then checks
+// that a kernel refuses a size other than the one it was made for. Exits non-zero on failure.
+#include <attngen/attngen.h>
+#include <attngen/specialized.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mha_h4_d16.h"
+#include "mha_h4_d16_causal.h"
+
+namespace {
+
+constexpr int kModel = 64, kHeads = 4, kHeadDim = 16, kBatch = 2, kQ = 9, kKv = 13;
+
+std::vector<float> random_vector(size_t n, std::mt19937 &rng, float bound) {
+    std::uniform_real_distribution<float> u(-bound, bound);
+    std::vector<float> v(n);
+    for (float &x : v) x = u(rng);
+    return v;
+}
+
+float max_difference(const std::vector<float> &a, const std::vector<float> &b) {
+    float d = 0.0f;
+    for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+    return d;
+}
+
+bool check(bool ok, const std::string &what) {
+    std::printf("%s: %s\n", ok ? "ok  " : "FAIL", what.c_str());
+    return ok;
+}
+
+}  // namespace
+
+int main() {
+    std::mt19937 rng(7);
+    const float bound = 1.0f / std::sqrt(float(kModel));
+    const auto w = [&] { return random_vector(size_t(kModel) * kModel, rng, bound); };
+    const std::vector<float> wq = w(), wk = w(), wv = w(), wo = w();
+    const std::vector<float> bq = random_vector(kModel, rng, 0.5f),
+                             bk = random_vector(kModel, rng, 0.5f),
+                             bv = random_vector(kModel, rng, 0.5f),
+                             bo = random_vector(kModel, rng, 0.5f);
+    const std::vector<float> query = random_vector(size_t(kBatch) * kQ * kModel, rng, 1.0f),
+                             key = random_vector(size_t(kBatch) * kKv * kModel, rng, 1.0f),
+                             value = random_vector(size_t(kBatch) * kKv * kModel, rng, 1.0f);
+    const std::vector<int32_t> kv_lengths = {kKv, 7};
+
+    // attngen's generic kernels, through the C API.
+    const attngen_mha_config config{kModel, kHeads, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
+    attngen_mha *m = nullptr;
+    if (attngen_mha_create(&config, &m) != ATTNGEN_OK ||
+        attngen_mha_set_weights(m, wq.data(), wk.data(), wv.data(), wo.data(), bq.data(), bk.data(),
+                                bv.data(), bo.data()) != ATTNGEN_OK) {
+        std::printf("FAIL: attngen: %s\n", attngen_last_error());
+        return 1;
+    }
+    const size_t out_size = size_t(kBatch) * kQ * kModel;
+    const size_t weights_size = size_t(kBatch) * kHeads * kQ * kKv;
+    attngen_mask plain{};
+    plain.kv_lengths = kv_lengths.data();
+    attngen_mask causal = plain;
+    causal.causal = ATTNGEN_CAUSAL_BOTTOM_RIGHT;
+    std::vector<float> generic_out(out_size), generic_causal(out_size),
+        generic_weights(weights_size);
+    attngen_mha_forward(m, kBatch, kQ, kKv, query.data(), key.data(), value.data(), &plain,
+                        generic_out.data(), nullptr);
+    attngen_mha_forward(m, kBatch, kQ, kKv, query.data(), key.data(), value.data(), &causal,
+                        generic_causal.data(), generic_weights.data());
+    attngen_mha_destroy(m);
+
+    // The generated kernels.
+    namespace sp = attngen::specialized;
+    const sp::MhaWeights packed(kModel, kHeads, kHeadDim, 0, 0, wq.data(), wk.data(), wv.data(),
+                                wo.data(), bq.data(), bk.data(), bv.data(), bo.data());
+    std::vector<float> out(out_size), out_causal(out_size), weights(weights_size);
+    bool ok = true;
+    int code = sp::forward(mha_h4_d16, packed, kBatch, kQ, kKv, query.data(), key.data(),
+                           value.data(), &plain, out.data());
+    ok &= check(code == 0, "mha_h4_d16 runs (" + std::string(attngen_last_error()) + ")");
+    code = sp::forward_with_weights(mha_h4_d16_causal, packed, kBatch, kQ, kKv, query.data(),
+                                    key.data(), value.data(), &causal, out_causal.data(),
+                                    weights.data());
+    ok &= check(code == 0, "mha_h4_d16_causal runs (" + std::string(attngen_last_error()) + ")");
+    // Same algorithm and schedule, sizes fixed: agreement to float rounding.
+    const float tolerance = 1e-5f;
+    ok &= check(max_difference(out, generic_out) <= tolerance,
+                "mha_h4_d16 matches attngen_mha_forward, max |diff| " +
+                    std::to_string(max_difference(out, generic_out)));
+    ok &= check(max_difference(out_causal, generic_causal) <= tolerance &&
+                    max_difference(weights, generic_weights) <= tolerance,
+                "mha_h4_d16_causal matches (out and weights), max |diff| " +
+                    std::to_string(std::max(max_difference(out_causal, generic_causal),
+                                            max_difference(weights, generic_weights))));
+
+    // A module of 8 heads of 8 (same weight shapes) is refused by a kernel made for 4 of 16.
+    const sp::MhaWeights other(kModel, 8, 8, 0, 0, wq.data(), wk.data(), wv.data(), wo.data());
+    code = sp::forward(mha_h4_d16, other, kBatch, kQ, kKv, query.data(), key.data(), value.data(),
+                       &plain, out.data());
+    const std::string message = attngen_last_error();
+    ok &= check(code != 0 && message.find("this kernel was generated for") != std::string::npos,
+                "a kernel for 4 heads refuses 8: \"" + message + "\"");
+    std::printf("%s\n", ok ? "consumer: all checks passed" : "consumer: FAILED");
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,116 @@
+// Calling a kernel made by attngen_add_library (README: "Use attngen from your build").
+//
+// Such a kernel is the fused MHA forward with some sizes fixed at build time. Its function,
+// <name>(), takes Halide buffers in the layouts of generators/generators.cpp; this header builds
+// them from the row-major tensors of the C API:
+//
+//   attngen::specialized::MhaWeights w(d_model, num_heads, head_dim, kdim, vdim,
+//                                      wq, wk, wv, wo, bq, bk, bv, bo);   // packed once
+//   int code = attngen::specialized::forward(my_kernel, w, batch, q_len, kv_len,
+//                                            query, key, value, mask, out);
+//
+// The result is 0 or a Halide error code (halide_error_code_t) with attngen_last_error()
+// saying what was wrong, e.g. a num_heads other than the one the kernel was made for.
+// Unlike attngen_mha_forward, nothing is validated up front and out may be partly written
+// when a kernel fails.
+#ifndef ATTNGEN_SPECIALIZED_HPP
+#define ATTNGEN_SPECIALIZED_HPP
+
+#include <attngen/attngen.h>
+#include <attngen/detail/mask_buffers.h>
+#include <attngen/detail/packed_projection.h>
+#include <attngen/detail/tensor_buffer.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace attngen::specialized {
+
+// An MHA module's sizes and weights, packed as the kernels take them. Arguments as for
+// attngen_mha_config and attngen_mha_set_weights (kdim, vdim 0 = d_model; biases NULL or all
+// four given).
+struct MhaWeights {
+    int32_t d_model, num_heads, head_dim, kdim, vdim;
+    rt::PackedProjection q, k, v, o;
+
+    MhaWeights(int32_t d_model_, int32_t num_heads_, int32_t head_dim_, int32_t kdim_,
+               int32_t vdim_, const float *wq, const float *wk, const float *wv, const float *wo,
+               const float *bq = nullptr, const float *bk = nullptr, const float *bv = nullptr,
+               const float *bo = nullptr)
+        : d_model(d_model_),
+          num_heads(num_heads_),
+          head_dim(head_dim_),
+          kdim(kdim_ ? kdim_ : d_model_),
+          vdim(vdim_ ? vdim_ : d_model_) {
+        const int32_t inner = num_heads * head_dim;
+        q.pack(wq, bq, inner, d_model);
+        k.pack(wk, bk, inner, kdim);
+        v.pack(wv, bv, inner, vdim);
+        o.pack(wo, bo, d_model, inner);
+    }
+};
+
+namespace detail {
+
+// Every argument of a forward kernel but the outputs, as buffers over the caller's memory.
+struct ForwardArguments {
+    rt::TensorBuffer<float, 3> query, key, value;
+    rt::TensorBuffer<float, 2> wq, wk, wv, wo;
+    rt::TensorBuffer<float, 1> bq, bk, bv, bo;
+    rt::MaskBuffers masks;
+    float scale;
+
+    ForwardArguments(const MhaWeights &w, int32_t batch, int32_t q_len, int32_t kv_len,
+                     const float *query_data, const float *key_data, const float *value_data,
+                     const attngen_mask *mask)
+        : query(query_data, {batch, q_len, w.d_model}),
+          key(key_data, {batch, kv_len, w.kdim}),
+          value(value_data, {batch, kv_len, w.vdim}),
+          wq(w.q.weight.data(), {w.q.in, w.q.padded_out}),
+          wk(w.k.weight.data(), {w.k.in, w.k.padded_out}),
+          wv(w.v.weight.data(), {w.v.in, w.v.padded_out}),
+          wo(w.o.weight.data(), {w.o.in, w.o.padded_out}),
+          bq(w.q.bias.data(), {w.q.padded_out}),
+          bk(w.k.bias.data(), {w.k.padded_out}),
+          bv(w.v.bias.data(), {w.v.padded_out}),
+          bo(w.o.bias.data(), {w.o.padded_out}),
+          masks(mask, batch, w.num_heads, q_len, kv_len),
+          scale(1.0f / std::sqrt(float(w.head_dim))) {
+        attngen_install_error_handler();
+    }
+
+    template <typename Kernel, typename... Outputs>
+    int call(Kernel kernel, const MhaWeights &w, Outputs... outputs) {
+        return kernel(nullptr, query.get(), key.get(), value.get(), wq.get(), wk.get(), wv.get(),
+                      wo.get(), bq.get(), bk.get(), bv.get(), bo.get(), w.num_heads, w.head_dim,
+                      scale, masks.causal(), masks.kv_lengths(), masks.has_bool_mask(),
+                      masks.bool_mask(), masks.has_additive(), masks.additive(), outputs...);
+    }
+};
+
+}  // namespace detail
+
+// out [batch, q_len, d_model]; mask as for attngen_mha_forward (NULL = none).
+template <typename Kernel>
+int forward(Kernel kernel, const MhaWeights &w, int32_t batch, int32_t q_len, int32_t kv_len,
+            const float *query, const float *key, const float *value, const attngen_mask *mask,
+            float *out) {
+    detail::ForwardArguments args(w, batch, q_len, kv_len, query, key, value, mask);
+    rt::TensorBuffer<float, 3> out_buf(out, {batch, q_len, w.d_model});
+    return args.call(kernel, w, out_buf.get());
+}
+
+// For a kernel made with WEIGHTS_OUTPUT: weights [batch, num_heads, q_len, kv_len] as well.
+template <typename Kernel>
+int forward_with_weights(Kernel kernel, const MhaWeights &w, int32_t batch, int32_t q_len,
+                         int32_t kv_len, const float *query, const float *key, const float *value,
+                         const attngen_mask *mask, float *out, float *weights) {
+    detail::ForwardArguments args(w, batch, q_len, kv_len, query, key, value, mask);
+    rt::TensorBuffer<float, 3> out_buf(out, {batch, q_len, w.d_model});
+    rt::TensorBuffer<float, 4> weights_buf(weights, {batch, w.num_heads, q_len, kv_len});
+    return args.call(kernel, w, out_buf.get(), weights_buf.get());
+}
+
+}  // namespace attngen::specialized
+
+#endif  // ATTNGEN_SPECIALIZED_HPP

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the build tree into a temporary prefix, then builds examples/consumer (a separate
+# project: find_package(attngen) + attngen_add_library) against it and runs it: for the host
+# natively and, when the install has the aarch64 library, for aarch64 under qemu-aarch64.
+# usage: check_consumer.sh <build dir> <source dir> <cmake> <generator>
+set -euo pipefail
+build=$1 source=$2 cmake=$3 generator=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+"$cmake" --install "$build" --prefix "$work/install" >/dev/null
+package="$work/install/lib/cmake/attngen"
+
+echo "== host"
+"$cmake" -G "$generator" -S "$source/examples/consumer" -B "$work/host" \
+    -Dattngen_DIR="$package" >/dev/null
+"$cmake" --build "$work/host" >/dev/null
+"$work/host/consumer"
+
+if [ -e "$work/install/lib/attngen/aarch64-linux-gnu/libattngen.a" ]; then
+    echo "== aarch64 (qemu)"
+    "$cmake" -G "$generator" -S "$source/examples/consumer" -B "$work/aarch64" \
+        -DCMAKE_TOOLCHAIN_FILE="$source/cmake/toolchains/aarch64-linux-gnu.cmake" \
+        -Dattngen_DIR="$package" >/dev/null
+    "$cmake" --build "$work/aarch64" >/dev/null
+    file "$work/aarch64/consumer" | grep -q "ARM aarch64" ||
+        { echo "the aarch64 consumer is not an aarch64 binary"; exit 1; }
+    qemu-aarch64 -L /usr/aarch64-linux-gnu "$work/aarch64/consumer"
+else
+    echo "== aarch64: not in this install (ATTNGEN_ENABLE_AARCH64=OFF)"
+fi
