@@ -17,6 +17,29 @@ echo "== host"
 "$cmake" --build "$work/host" >/dev/null
 "$work/host/consumer"
 
+echo "== host, SCHEDULE tuned from a file"
+echo '{"params": {"gemm_rows": 4, "query_block": 16}}' >"$work/tuned.json"
+"$cmake" -G "$generator" -S "$source/examples/consumer" -B "$work/tuned" \
+    -Dattngen_DIR="$package" -DCONSUMER_TUNED_FILE="$work/tuned.json" >/dev/null
+"$cmake" --build "$work/tuned" >/dev/null
+"$work/tuned/consumer"
+
+# A malformed tuned file stops the configure with a message naming the file and the fault.
+expect_configure_failure() {  # <file content> <expected message part>
+    echo "$1" >"$work/bad.json"
+    if "$cmake" -G "$generator" -S "$source/examples/consumer" -B "$work/bad" \
+        -Dattngen_DIR="$package" -DCONSUMER_TUNED_FILE="$work/bad.json" >"$work/bad.log" 2>&1; then
+        echo "FAIL: configure accepted the tuned file: $1"; exit 1
+    fi
+    grep -q "bad.json" "$work/bad.log" && grep -q "$2" "$work/bad.log" ||
+        { echo "FAIL: no message naming bad.json and '$2':"; cat "$work/bad.log"; exit 1; }
+    echo "ok  : tuned file '$1' rejected: $2"
+    rm -rf "$work/bad"
+}
+expect_configure_failure 'not json' "is malformed"
+expect_configure_failure '{"params": {"gemm_rowz": 4}}' 'gemm_rowz'
+expect_configure_failure '{"params": {"gemm_rows": -4}}' 'non-negative'
+
 if [ -e "$work/install/lib/attngen/aarch64-linux-gnu/libattngen.a" ]; then
     echo "== aarch64 (qemu)"
     "$cmake" -G "$generator" -S "$source/examples/consumer" -B "$work/aarch64" \
