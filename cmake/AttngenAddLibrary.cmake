@@ -144,6 +144,12 @@ function(attngen_add_library NAME)
             message(FATAL_ERROR "${where}: the ${ARG_SCHEDULE} plugin is missing: ${plugin_file}")
         endif ()
         set(plugin -p "${plugin_file}")
+        # Seen with Halide 21 on examples/consumer's shape: Li2018 and Mullapudi2016 kernels
+        # generate but disagree with attngen's schedule (max |diff| 0.73), Adams2019 aborts
+        # with an internal error. Not understood yet, so not offered as a verified path.
+        message(WARNING "${where}: SCHEDULE ${ARG_SCHEDULE} kernels are not verified: "
+                        "autoscheduled attngen_mha_forward kernels disagreed with the "
+                        "reference in attngen's own checks. Use them for experiments only.")
         list(APPEND params "autoscheduler=${ARG_SCHEDULE}")
     elseif (NOT ARG_SCHEDULE STREQUAL "default")
         message(FATAL_ERROR "${where}: SCHEDULE must be default, tuned, Adams2019, "

@@ -84,6 +84,9 @@ class AttngenGenerator : public Generator<T> {
         return m;                                                                  \
     }                                                                              \
     void set_mask_estimates(int batch, int heads, int q_len, int kv_len) {         \
+        causal.set_estimate(0);                                                    \
+        has_bool_mask.set_estimate(true);                                          \
+        has_additive.set_estimate(true);                                           \
         kv_lengths.set_estimates({{0, batch}});                                    \
         bool_mask.set_estimates({{0, kv_len}, {0, q_len}, {0, batch}});            \
         additive.set_estimates({{0, kv_len}, {0, q_len}, {0, heads}, {0, batch}}); \
@@ -225,8 +228,9 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         wo_t.set_estimates({{0, round_up(kEstModel, kWeightPadding)}, {0, inner}});
         for (auto *bias : {&bq, &bk, &bv}) bias->set_estimates({{0, padded}});
         bo.set_estimates({{0, round_up(kEstModel, kWeightPadding)}});
-        num_heads.set_estimate(kEstHeads);
-        head_dim.set_estimate(kEstHeadDim);
+        // Estimates must agree with fixed sizes, or the requirement fails while planning.
+        num_heads.set_estimate(fixed_num_heads > 0 ? int(fixed_num_heads) : kEstHeads);
+        head_dim.set_estimate(fixed_head_dim > 0 ? int(fixed_head_dim) : kEstHeadDim);
         scale.set_estimate(0.125f);
         set_mask_estimates(kEstBatch, kEstHeads, kEstLen, kEstLen);
         output.set_estimates({{0, kEstModel}, {0, kEstLen}, {0, kEstBatch}});
