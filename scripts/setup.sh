@@ -14,6 +14,7 @@ debian_packages=(
     build-essential pkg-config python3 python3-venv python3-dev
     libgtest-dev libgmock-dev libbenchmark-dev googletest
     g++-aarch64-linux-gnu qemu-user
+    clang-14 libclang-rt-14-dev
     pocl-opencl-icd ocl-icd-opencl-dev
 )
 

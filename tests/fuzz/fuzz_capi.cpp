@@ -264,6 +264,14 @@ void CheckAgainstReference(const char *name, const std::vector<float> &got,
     }
 }
 
+// Extents up to this keep every element count below (products of four of them fit size_t).
+constexpr int32_t kMaxExtent = 1 << 15;
+
+bool AllIn(std::initializer_list<int32_t> extents, int32_t lo, int32_t hi) {
+    return std::all_of(extents.begin(), extents.end(),
+                       [&](int32_t e) { return e >= lo && e <= hi; });
+}
+
 bool Usable(const Verdict &v, size_t elements) {
     return v.may_succeed && elements <= kMaxElements;
 }
@@ -337,8 +345,9 @@ void FuzzSdpa(FuzzedDataProvider &in, DataSource &src) {
     const size_t nv = count({c.batch, c.heads, c.kv_len, c.dv});
     const size_t no = count({c.batch, c.heads, c.q_len, c.dv});
     const size_t nw = count({c.batch, c.heads, c.q_len, c.kv_len});
-    const bool sizes_small = c.batch > 0 && c.heads > 0 && c.q_len > 0 && c.kv_len > 0 &&
-                             c.dk > 0 && c.dv > 0 && nq + nk + nv + no + 3 * nw <= kMaxElements;
+    const bool sizes_small =
+        AllIn({c.batch, c.heads, c.q_len, c.kv_len, c.dk, c.dv}, 1, kMaxExtent) &&
+        nq + nk + nv + no + 3 * nw <= kMaxElements;
     MaskStorage mask;
     MakeMask(in, src, mask, c.batch, c.heads, c.q_len, c.kv_len, sizes_small);
     c.mask = MaskOrNull(mask);
@@ -487,7 +496,7 @@ void FuzzMha(FuzzedDataProvider &in, DataSource &src) {
             const size_t nq = rows(f.q_len) * d_model, nk = rows(f.kv_len) * kdim;
             const size_t nv = rows(f.kv_len) * vdim, no = rows(f.q_len) * d_model;
             const size_t nw = rows(f.q_len) * size_t(config.num_heads) * std::max(f.kv_len, 0);
-            const bool sizes_small = f.batch > 0 && f.q_len > 0 && f.kv_len > 0 &&
+            const bool sizes_small = AllIn({f.batch, f.q_len, f.kv_len}, 1, kMaxExtent) &&
                                      nq + nk + nv + no + 3 * nw <= kMaxElements;
             MaskStorage mask;
             MakeMask(in, src, mask, f.batch, config.num_heads, f.q_len, f.kv_len, sizes_small);

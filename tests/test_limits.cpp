@@ -1,0 +1,182 @@
+// Sizes past what a kernel can index, and allocations that fail: a clear SHAPE or
+// OUT_OF_MEMORY status with a message, nothing written, never a crash or a wrong answer. Huge
+// shapes come with tiny buffers: the library must refuse before touching them (the sanitized
+// suite turns any touch into a failure).
+#include "mha_tester.h"
+#include "test_util.h"
+
+#include <HalideRuntime.h>
+#include <attngen/attngen.h>
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attngen_test {
+namespace {
+
+constexpr attngen_status kShape = ATTNGEN_ERROR_SHAPE;
+
+// Buffers far smaller than any shape below describes.
+struct TinyBuffers {
+    std::vector<float> in = std::vector<float>(64, 0.25f);
+    std::vector<float> out = std::vector<float>(64, kSentinel);
+    std::vector<float> weights = std::vector<float>(64, kSentinel);
+};
+
+::testing::AssertionResult RefusedWithMessage(attngen_status got,
+                                              std::initializer_list<attngen_status> allowed) {
+    const std::string message = attngen_last_error();
+    for (attngen_status s : allowed) {
+        if (got == s && !message.empty()) return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure()
+           << "status " << attngen_status_string(got) << ", message \"" << message << "\"";
+}
+
+// Each size argument of attngen_sdpa at INT32_MAX in turn (the others small): some tensor
+// exceeds 2^31 - 1 bytes.
+TEST(Limits, SdpaRefusesEveryHugeSizeBeforeTouchingMemory) {
+    for (int which = 0; which < 6; ++which) {
+        SCOPED_TRACE("size argument " + std::to_string(which));
+        int32_t sizes[6] = {2, 2, 3, 3, 4, 4};  // batch, heads, q_len, kv_len, dk, dv
+        sizes[which] = INT32_MAX;
+        TinyBuffers t;
+        const float *p = t.in.data();
+        for (bool with_weights : {false, true}) {
+            const attngen_status s = attngen_sdpa(sizes[0], sizes[1], sizes[2], sizes[3], sizes[4],
+                                                  sizes[5], p, p, p, nullptr, 0.0f, t.out.data(),
+                                                  with_weights ? t.weights.data() : nullptr);
+            EXPECT_TRUE(RefusedWithMessage(s, {kShape}));
+            EXPECT_TRUE(Untouched("out", t.out));
+            EXPECT_TRUE(Untouched("weights", t.weights));
+        }
+    }
+}
+
+TEST(Limits, MhaForwardRefusesEveryHugeSizeBeforeTouchingMemory) {
+    MhaTester tester;
+    tester.d_model(8).num_heads(2);
+    const attngen_mha_config config = tester.config();
+    attngen_mha *raw = nullptr;
+    ASSERT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK) << attngen_last_error();
+    MhaHandle m(raw);
+    ASSERT_EQ(tester.MakeModel().SetWeights(raw), ATTNGEN_OK) << attngen_last_error();
+    for (int which = 0; which < 3; ++which) {
+        SCOPED_TRACE("size argument " + std::to_string(which));
+        int32_t sizes[3] = {1, 2, 2};  // batch, q_len, kv_len
+        sizes[which] = INT32_MAX;
+        TinyBuffers t;
+        const float *p = t.in.data();
+        for (bool with_weights : {false, true}) {
+            const attngen_status s =
+                attngen_mha_forward(raw, sizes[0], sizes[1], sizes[2], p, p, p, nullptr,
+                                    t.out.data(), with_weights ? t.weights.data() : nullptr);
+            EXPECT_TRUE(RefusedWithMessage(s, {kShape}));
+            EXPECT_TRUE(Untouched("out", t.out));
+            EXPECT_TRUE(Untouched("weights", t.weights));
+        }
+    }
+}
+
+TEST(Limits, CreateRefusesEveryHugeSize) {
+    for (int which = 0; which < 5; ++which) {
+        SCOPED_TRACE("config field " + std::to_string(which));
+        attngen_mha_config c{8, 2, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
+        int32_t *fields[5] = {&c.d_model, &c.num_heads, &c.kdim, &c.vdim, &c.head_dim};
+        *fields[which] = INT32_MAX;
+        attngen_mha *m = nullptr;
+        EXPECT_TRUE(RefusedWithMessage(attngen_mha_create(&c, &m), {kShape}));
+        EXPECT_EQ(m, nullptr);
+    }
+}
+
+// Every input fits, but the logits [batch, heads, q_len, kv_len] have 3.2e9 elements: no
+// kernel can index them, with or without a weights output. The buffers here are real (1.3 MB),
+// so a library that went ahead would compute for minutes, not crash.
+TEST(Limits, LogitsBeyondInt32AreRefusedUpFront) {
+    const int32_t len = 40000, d_model = 8, heads = 2;
+    std::vector<float> x(size_t(len) * d_model, 0.5f);
+    std::vector<float> out(x.size(), kSentinel);
+    MhaTester tester;
+    tester.d_model(d_model).num_heads(heads);
+    const attngen_mha_config config = tester.config();
+    attngen_mha *raw = nullptr;
+    ASSERT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK) << attngen_last_error();
+    MhaHandle m(raw);
+    ASSERT_EQ(tester.MakeModel().SetWeights(raw), ATTNGEN_OK) << attngen_last_error();
+    EXPECT_TRUE(RefusedWithMessage(attngen_mha_forward(raw, 1, len, len, x.data(), x.data(),
+                                                       x.data(), nullptr, out.data(), nullptr),
+                                   {kShape}));
+    EXPECT_NE(std::string(attngen_last_error()).find("kv_len"), std::string::npos)
+        << attngen_last_error();
+    EXPECT_TRUE(Untouched("out", out));
+    EXPECT_TRUE(RefusedWithMessage(attngen_sdpa(1, heads, len, len, 4, 4, x.data(), x.data(),
+                                                x.data(), nullptr, 0.0f, out.data(), nullptr),
+                                   {kShape}));
+    EXPECT_TRUE(Untouched("out", out));
+}
+
+// Allocation failure inside a kernel (Halide's intermediates) is OUT_OF_MEMORY, with nothing
+// written. Halide's allocator is swapped for one that always fails, so no memory is exhausted.
+class FailingHalideMalloc : public ::testing::Test {
+  protected:
+    static void *Fail(void *, size_t) { return nullptr; }
+    void SetUp() override { previous_ = halide_set_custom_malloc(Fail); }
+    void TearDown() override { halide_set_custom_malloc(previous_); }
+    halide_malloc_t previous_ = nullptr;
+};
+
+TEST_F(FailingHalideMalloc, EveryEntryPointReportsOutOfMemory) {
+    MhaTester tester;
+    tester.d_model(16).num_heads(2).batch(2).q_len(40).kv_len(50).with_weights(true);
+    const attngen_mha_config config = tester.config();
+    attngen_mha *raw = nullptr;
+    ASSERT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK) << attngen_last_error();
+    MhaHandle m(raw);
+    ASSERT_EQ(tester.MakeModel().SetWeights(raw), ATTNGEN_OK) << attngen_last_error();
+    for (bool with_weights : {false, true}) {
+        MhaTester::Run r = tester.with_weights(with_weights).Prepare(DefaultSeed());
+        std::fill(r.out.begin(), r.out.end(), kSentinel);
+        std::fill(r.weights.begin(), r.weights.end(), kSentinel);
+        tester.Call(raw, r);
+        EXPECT_TRUE(RefusedWithMessage(r.status, {ATTNGEN_ERROR_OUT_OF_MEMORY}));
+        EXPECT_TRUE(Untouched("out", r.out));
+        EXPECT_TRUE(Untouched("weights", r.weights));
+    }
+    std::vector<float> x(size_t(2) * 2 * 40 * 16, 0.5f), out(x.size(), kSentinel);
+    EXPECT_TRUE(RefusedWithMessage(attngen_sdpa(2, 2, 40, 40, 16, 16, x.data(), x.data(), x.data(),
+                                                nullptr, 0.0f, out.data(), nullptr),
+                                   {ATTNGEN_ERROR_OUT_OF_MEMORY}));
+    EXPECT_TRUE(Untouched("out", out));
+    std::vector<float> w(size_t(16) * 16, 0.25f), y(size_t(160) * 16, kSentinel);
+    EXPECT_TRUE(
+        RefusedWithMessage(attngen_linear(160, 16, 16, x.data(), w.data(), nullptr, y.data()),
+                           {ATTNGEN_ERROR_OUT_OF_MEMORY}));
+    EXPECT_TRUE(Untouched("y", y));
+}
+
+// The failure leaves nothing behind: with the allocator back, the same handle works.
+TEST_F(FailingHalideMalloc, HandleWorksAgainAfterwards) {
+    MhaTester tester;
+    tester.d_model(16).num_heads(2).batch(1).q_len(9).kv_len(11);
+    const attngen_mha_config config = tester.config();
+    attngen_mha *raw = nullptr;
+    ASSERT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK) << attngen_last_error();
+    MhaHandle m(raw);
+    const MhaTester::Model model = tester.MakeModel();
+    ASSERT_EQ(model.SetWeights(raw), ATTNGEN_OK) << attngen_last_error();
+    MhaTester::Run failed = tester.Prepare(DefaultSeed());
+    tester.Call(raw, failed);
+    ASSERT_EQ(failed.status, ATTNGEN_ERROR_OUT_OF_MEMORY) << attngen_last_error();
+    halide_set_custom_malloc(previous_);
+    MhaTester::Run r = tester.Prepare(DefaultSeed());
+    tester.Call(raw, r);
+    ASSERT_EQ(r.status, ATTNGEN_OK) << attngen_last_error();
+    tester.Check(model, r);
+}
+
+}  // namespace
+}  // namespace attngen_test
