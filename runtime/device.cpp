@@ -25,12 +25,10 @@ const char *device_name(attngen_device device) {
     return "unknown device";
 }
 
-attngen_status require_known_device(attngen_device device, const char *what) {
-    switch (device) {
-        case ATTNGEN_DEVICE_CPU:
-        case ATTNGEN_DEVICE_CUDA:
-        case ATTNGEN_DEVICE_OPENCL:
-            return ATTNGEN_OK;
+attngen_status require_known_device(int32_t device, const char *what) {
+    if (device == ATTNGEN_DEVICE_CPU || device == ATTNGEN_DEVICE_CUDA ||
+        device == ATTNGEN_DEVICE_OPENCL) {
+        return ATTNGEN_OK;
     }
     return fail(ATTNGEN_ERROR_INVALID_ARGUMENT, std::string(what) + " has unknown value " +
                                                     std::to_string(int(device)) +

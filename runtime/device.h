@@ -14,8 +14,10 @@ namespace attngen::rt {
 // "CPU", "CUDA", "OpenCL".
 const char *device_name(attngen_device device);
 
-// ATTNGEN_ERROR_INVALID_ARGUMENT for an unknown value.
-attngen_status require_known_device(attngen_device device, const char *what);
+// ATTNGEN_ERROR_INVALID_ARGUMENT for an unknown value. Takes the raw int (raw_enum_value in
+// validate.h): a C caller may store any int in the enum, and loading an out-of-range value as
+// the C++ enum type is undefined behaviour.
+attngen_status require_known_device(int32_t device, const char *what);
 
 // The Halide device interface of a GPU API this build has kernels for. Records
 // ATTNGEN_ERROR_UNSUPPORTED (API not built) and returns nullptr otherwise.

@@ -69,7 +69,7 @@ attngen_status find_allocation(attngen_device device, uint64_t address, uint64_t
 // temporary buffer that wraps the device address.
 attngen_status copy_bytes(attngen_device device, uint64_t address, void *host, uint64_t bytes,
                           bool to_device) {
-    ATTNGEN_RETURN_IF_ERROR(require_known_device(device, "device"));
+    ATTNGEN_RETURN_IF_ERROR(require_known_device(raw_enum_value(device), "device"));
     const halide_device_interface_t *interface = gpu_interface_or_fail(device);
     if (interface == nullptr) return ATTNGEN_ERROR_UNSUPPORTED;
     ATTNGEN_RETURN_IF_ERROR(require_not_null(host, "host"));
@@ -97,7 +97,7 @@ attngen_status copy_bytes(attngen_device device, uint64_t address, void *host, u
 
 attngen_status alloc_impl(attngen_device device, uint64_t bytes, uint64_t *address) {
     ATTNGEN_RETURN_IF_ERROR(require_not_null(address, "address"));
-    ATTNGEN_RETURN_IF_ERROR(require_known_device(device, "device"));
+    ATTNGEN_RETURN_IF_ERROR(require_known_device(raw_enum_value(device), "device"));
     const halide_device_interface_t *interface = gpu_interface_or_fail(device);
     if (interface == nullptr) return ATTNGEN_ERROR_UNSUPPORTED;
     install_halide_error_handler();
@@ -118,7 +118,7 @@ attngen_status alloc_impl(attngen_device device, uint64_t bytes, uint64_t *addre
 }
 
 attngen_status free_impl(attngen_device device, uint64_t address) {
-    ATTNGEN_RETURN_IF_ERROR(require_known_device(device, "device"));
+    ATTNGEN_RETURN_IF_ERROR(require_known_device(raw_enum_value(device), "device"));
     if (address == 0) {
         clear_error();
         return ATTNGEN_OK;

@@ -97,7 +97,7 @@ attngen_status resolve_config(const attngen_mha_config &c, ResolvedConfig *r) {
                                              std::to_string(c.num_heads) +
                                              "); set config.head_dim explicitly");
     }
-    ATTNGEN_RETURN_IF_ERROR(require_known_device(c.device, "config.device"));
+    ATTNGEN_RETURN_IF_ERROR(require_known_device(raw_enum_value(c.device), "config.device"));
     if (c.device != ATTNGEN_DEVICE_CPU && gpu_interface_or_fail(c.device) == nullptr) {
         return ATTNGEN_ERROR_UNSUPPORTED;
     }
