@@ -23,6 +23,7 @@
 #include "errors.h"
 #include "layout.h"
 #include "mask_buffers.h"
+#include "nonfinite.h"
 #include "packed_projection.h"
 #include "staged_output.h"
 #include "tensor_buffer.h"
@@ -332,9 +333,12 @@ static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, in
     StagedOutput staged_weights(weights, size_t(batch) * c.num_heads * q_len * kv_len);
     ATTNGEN_RETURN_IF_ERROR(staged_out.allocate("out"));
     ATTNGEN_RETURN_IF_ERROR(staged_weights.allocate("weights"));
-    ForwardTensors t(c, batch, q_len, kv_len, query, key, value, staged_out.data(),
+    const NonFiniteInputs inputs({query, 1, q_len, c.d_model}, {key, 1, kv_len, c.kdim},
+                                 {value, 1, kv_len, c.vdim}, mask, batch, c.num_heads, q_len,
+                                 kv_len);
+    ForwardTensors t(c, batch, q_len, kv_len, inputs.q(), inputs.k(), inputs.v(), staged_out.data(),
                      staged_weights.data());
-    MaskBuffers masks(mask, batch, c.num_heads, q_len, kv_len);
+    MaskBuffers masks(inputs.mask(), batch, c.num_heads, q_len, kv_len);
 
     // On a GPU, Halide copies host-dirty inputs in; outputs come back below. Everything it
     // allocates for this call is freed on the way out, success or not.
@@ -357,6 +361,7 @@ static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, in
     if (code == 0 && on_gpu) code = halide_copy_to_host(&context, t.out.get());
     if (code == 0 && on_gpu && with_weights) code = halide_copy_to_host(&context, t.weights.get());
     if (code != 0) return kernel_failure(kernel_name(kernels, with_weights), code, context);
+    inputs.poison_mha_outputs(staged_out.data(), c.d_model, staged_weights.data());
     staged_out.commit();
     staged_weights.commit();
     clear_error();

@@ -11,6 +11,7 @@
 #include "attngen_sdpa_weights_cpu.h"
 #include "errors.h"
 #include "mask_buffers.h"
+#include "nonfinite.h"
 #include "staged_output.h"
 #include "tensor_buffer.h"
 #include "validate.h"
@@ -61,12 +62,14 @@ static attngen_status attngen_sdpa_impl(int32_t batch, int32_t heads, int32_t q_
     ATTNGEN_RETURN_IF_ERROR(staged_out.allocate("out"));
     ATTNGEN_RETURN_IF_ERROR(staged_weights.allocate("weights"));
 
-    TensorBuffer<float, 4> q_buf(q, {batch, heads, q_len, dk});
-    TensorBuffer<float, 4> k_buf(k, {batch, heads, kv_len, dk});
-    TensorBuffer<float, 4> v_buf(v, {batch, heads, kv_len, dv});
+    const NonFiniteInputs inputs({q, heads, q_len, dk}, {k, heads, kv_len, dk},
+                                 {v, heads, kv_len, dv}, mask, batch, heads, q_len, kv_len);
+    TensorBuffer<float, 4> q_buf(inputs.q(), {batch, heads, q_len, dk});
+    TensorBuffer<float, 4> k_buf(inputs.k(), {batch, heads, kv_len, dk});
+    TensorBuffer<float, 4> v_buf(inputs.v(), {batch, heads, kv_len, dv});
     TensorBuffer<float, 4> out_buf(staged_out.data(), {batch, heads, q_len, dv});
     TensorBuffer<float, 4> weights_buf(staged_weights.data(), {batch, heads, q_len, kv_len});
-    MaskBuffers masks(mask, batch, heads, q_len, kv_len);
+    MaskBuffers masks(inputs.mask(), batch, heads, q_len, kv_len);
     const float effective_scale = scale != 0.0f ? scale : 1.0f / std::sqrt(float(dk));
 
     KernelContext context;
@@ -86,6 +89,7 @@ static attngen_status attngen_sdpa_impl(int32_t batch, int32_t heads, int32_t q_
             masks.additive(), out_buf.get(), weights_buf.get());
     }
     if (code != 0) return kernel_failure(kernel, code, context);
+    inputs.poison_sdpa_outputs(staged_out.data(), staged_weights.data());
     staged_out.commit();
     staged_weights.commit();
     clear_error();

@@ -18,7 +18,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -28,28 +27,6 @@
 
 namespace attngen_test {
 namespace {
-
-// Policy cases the kernels break today (README, "Robustness", lists each with what is observed).
-// They are skipped with the reason unless ATTNGEN_RUN_KNOWN_FAILURES is set, so whoever fixes
-// the kernels runs them with it and removes the skip.
-#define SKIP_UNLESS_RUNNING_KNOWN_FAILURES(reason)                                         \
-    do {                                                                                   \
-        if (std::getenv("ATTNGEN_RUN_KNOWN_FAILURES") == nullptr)                          \
-            GTEST_SKIP() << "known kernel violation (set ATTNGEN_RUN_KNOWN_FAILURES=1 to " \
-                            "run): "                                                       \
-                         << reason;                                                        \
-    } while (0)
-
-// Why NaN logits break the policy: under Halide's fast-math, exp() of a NaN logit gives a
-// finite number (1 for a row's only visible key, ~1e-38 or arbitrary values otherwise).
-constexpr const char *kNanLogitLost =
-    "a NaN logit does not propagate: the kernels' fast exp turns it into a finite weight, so "
-    "the row's weights and output are finite and wrong, and masked keys of the row get nonzero "
-    "weights";
-// Why NaN or Inf values break it: masked keys are multiplied by their zero weight.
-constexpr const char *kMaskedValueLeaks =
-    "masked keys enter p.v as 0 * v, so a NaN or Inf value reaches rows that mask its key "
-    "(fully masked rows become NaN instead of 0)";
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -248,40 +225,29 @@ void CheckSdpaPoison(SdpaInput input, float poison, Expect for_dependent) {
 }
 
 TEST(NumericsSdpa, NanInQueryReachesItsRowOnly) {
-    SKIP_UNLESS_RUNNING_KNOWN_FAILURES(kNanLogitLost);
     CheckSdpaPoison(SdpaInput::kQ, kNaN, Expect::kNaN);
 }
 TEST(NumericsSdpa, NanInKeyReachesTheRowsThatSeeIt) {
-    SKIP_UNLESS_RUNNING_KNOWN_FAILURES(kNanLogitLost);
     CheckSdpaPoison(SdpaInput::kK, kNaN, Expect::kNaN);
 }
 TEST(NumericsSdpa, NanInValueReachesItsColumnOfTheRowsThatSeeIt) {
-    SKIP_UNLESS_RUNNING_KNOWN_FAILURES(kMaskedValueLeaks);
     CheckSdpaPoison(SdpaInput::kV, kNaN, Expect::kNaN);
 }
 TEST(NumericsSdpa, NanInAdditiveMaskReachesItsRowOnly) {
-    SKIP_UNLESS_RUNNING_KNOWN_FAILURES(kNanLogitLost);
     CheckSdpaPoison(SdpaInput::kAdditive, kNaN, Expect::kNaN);
 }
 TEST(NumericsSdpa, InfInValueReachesItsColumnOfTheRowsThatSeeIt) {
-    SKIP_UNLESS_RUNNING_KNOWN_FAILURES(kMaskedValueLeaks);
     CheckSdpaPoison(SdpaInput::kV, kInf, Expect::kNonFinite);
     CheckSdpaPoison(SdpaInput::kV, -kInf, Expect::kNonFinite);
 }
 // An infinite query or key entry makes that row's logits +-Inf or NaN, whose softmax IEEE
 // arithmetic defines case by case; the policy fixes only that no other output moves.
 TEST(NumericsSdpa, InfInQueryOrKeyChangesNoIndependentOutput) {
-    SKIP_UNLESS_RUNNING_KNOWN_FAILURES(
-        "an infinite logit on a masked key gives that key a nonzero weight (masks do not override "
-        "+-Inf/NaN logits)");
     CheckSdpaPoison(SdpaInput::kQ, kInf, Expect::kAny);
     CheckSdpaPoison(SdpaInput::kK, -kInf, Expect::kAny);
 }
 // +Inf added to a visible logit: the row's maximum is +Inf and its softmax Inf/Inf.
 TEST(NumericsSdpa, PlusInfInAdditiveMaskMakesItsRowNonFinite) {
-    SKIP_UNLESS_RUNNING_KNOWN_FAILURES(
-        "a +Inf logit gives finite weights (a row's only visible key keeps weight 1) instead of "
-        "Inf/Inf = NaN");
     CheckSdpaPoison(SdpaInput::kAdditive, kInf, Expect::kNonFinite);
 }
 
@@ -366,15 +332,12 @@ void CheckMhaPoison(MhaInput input, float poison) {
 }
 
 TEST(NumericsMha, NanInQueryRowReachesItsOutputRowOnly) {
-    SKIP_UNLESS_RUNNING_KNOWN_FAILURES(kNanLogitLost);
     CheckMhaPoison(MhaInput::kQuery, kNaN);
 }
 TEST(NumericsMha, NanInKeyRowReachesTheRowsThatSeeIt) {
-    SKIP_UNLESS_RUNNING_KNOWN_FAILURES(kNanLogitLost);
     CheckMhaPoison(MhaInput::kKey, kNaN);
 }
 TEST(NumericsMha, NanInValueRowReachesTheRowsThatSeeIt) {
-    SKIP_UNLESS_RUNNING_KNOWN_FAILURES(kMaskedValueLeaks);
     CheckMhaPoison(MhaInput::kValue, kNaN);
 }
 
