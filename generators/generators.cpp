@@ -55,6 +55,16 @@ class AttngenGenerator : public Generator<T> {
         return k;
     }
 
+    // An input as the algorithm reads it. attngen's own schedules compute exactly the regions
+    // whose reads stay inside the inputs (or clamp them); an autoscheduler's tiles may reach
+    // past the edges, so with one every input is read through repeat_edge, which changes
+    // nothing inside the bounds.
+    template <typename InputBuffer>
+    Func bounded(const InputBuffer &input) const {
+        if (this->using_autoscheduler()) return BoundaryConditions::repeat_edge(input);
+        return Func(input);
+    }
+
     // Only the fused forward has GPU schedules: the C API runs sdpa and linear on the CPU.
     void require_cpu_target() const {
         const Target t = this->get_target();
@@ -75,9 +85,9 @@ class AttngenGenerator : public Generator<T> {
     Input<Buffer<float, 4>> additive{"additive"};                                  \
     MaskInputs mask_inputs() const {                                               \
         MaskInputs m;                                                              \
-        m.kv_lengths = kv_lengths;                                                 \
-        m.bool_mask = bool_mask;                                                   \
-        m.additive = additive;                                                     \
+        m.kv_lengths = this->bounded(kv_lengths);                                  \
+        m.bool_mask = this->bounded(bool_mask);                                    \
+        m.additive = this->bounded(additive);                                      \
         m.causal = causal;                                                         \
         m.has_bool_mask = has_bool_mask;                                           \
         m.has_additive = has_additive;                                             \
@@ -110,9 +120,9 @@ class SdpaGenerator : public AttngenGenerator<SdpaGenerator> {
 
     void generate() {
         require_cpu_target();
-        AttentionStage a =
-            define_attention(q, k, v, q.dim(0).extent(), v.dim(0).extent(), q.dim(1).extent(),
-                             k.dim(1).extent(), scale, mask_inputs());
+        AttentionStage a = define_attention(bounded(q), bounded(k), bounded(v), q.dim(0).extent(),
+                                            v.dim(0).extent(), q.dim(1).extent(), k.dim(1).extent(),
+                                            scale, mask_inputs());
         output = a.out;
         if (weights) *weights = a.probs;
 
@@ -168,12 +178,15 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         MaskInputs mask = mask_inputs();
         if (fixed_causal >= 0) mask.causal = fixed_or_input(fixed_causal, causal, "causal");
 
-        ProjectionStage pq = define_projection("q_proj", as_grouped(query), query.dim(0).extent(),
-                                               1, q_len, wq_t, bq);
+        ProjectionStage pq =
+            define_projection("q_proj", as_grouped(bounded(query)), query.dim(0).extent(), 1, q_len,
+                              bounded(wq_t), bounded(bq));
         ProjectionStage pk =
-            define_projection("k_proj", as_grouped(key), key.dim(0).extent(), 1, kv_len, wk_t, bk);
-        ProjectionStage pv = define_projection("v_proj", as_grouped(value), value.dim(0).extent(),
-                                               1, kv_len, wv_t, bv);
+            define_projection("k_proj", as_grouped(bounded(key)), key.dim(0).extent(), 1, kv_len,
+                              bounded(wk_t), bounded(bk));
+        ProjectionStage pv =
+            define_projection("v_proj", as_grouped(bounded(value)), value.dim(0).extent(), 1,
+                              kv_len, bounded(wv_t), bounded(bv));
         Func qh = split_heads("q_heads", pq.result, hd);
         Func kh = split_heads("k_heads", pk.result, hd);
         Func vh = split_heads("v_heads", pv.result, hd);
@@ -184,7 +197,8 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         Func merged("merged_heads");
         Var d("d"), g("g"), l("l"), b("b");
         merged(d, g, l, b) = a.out(d, l, g, b);
-        ProjectionStage po = define_projection("out_proj", merged, hd, heads, q_len, wo_t, bo);
+        ProjectionStage po =
+            define_projection("out_proj", merged, hd, heads, q_len, bounded(wo_t), bounded(bo));
         output = po.result;
         if (weights) *weights = a.probs;
 
@@ -254,11 +268,12 @@ class LinearGenerator : public AttngenGenerator<LinearGenerator> {
         const Expr in = x.dim(0).extent(), out_features = w.dim(1).extent();
         Var o("o"), f("f"), d("d"), g("g"), l("l"), b("b");
         Func w_t("w_t");
-        w_t(o, f) = w(f, clamp(o, 0, out_features - 1));
+        const Func w_in = bounded(w), bias_in = bounded(bias), x_in = bounded(x);
+        w_t(o, f) = w_in(f, clamp(o, 0, out_features - 1));
         Func bias_clamped("bias_clamped");
-        bias_clamped(o) = bias(clamp(o, 0, out_features - 1));
+        bias_clamped(o) = bias_in(clamp(o, 0, out_features - 1));
         Func grouped("x_grouped");
-        grouped(d, g, l, b) = x(d, l, b);
+        grouped(d, g, l, b) = x_in(d, l, b);
         ProjectionStage p =
             define_projection("linear", grouped, in, 1, x.dim(1).extent(), w_t, bias_clamped);
         y = p.result;
