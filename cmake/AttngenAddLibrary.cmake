@@ -8,47 +8,11 @@
 # <name>.h (include it); the kernel's function is <name>, with the signature and layouts the
 # README describes ("Use attngen from your build"). Several targets of one architecture give
 # run-time dispatch; "host" is attngen's own list for this build's CMAKE_SYSTEM_PROCESSOR.
-# SCHEDULE tuned takes the GeneratorParams of TUNED_FILE: {"params": {"<knob>": <int>, ...}}.
+# SCHEDULE tuned takes the GeneratorParams of TUNED_FILE (AttngenTunedParams.cmake: a
+# {"params": {...}} object, or a file attngen-autotune wrote).
 include_guard(GLOBAL)
 include("${CMAKE_CURRENT_LIST_DIR}/AttngenHostTargets.cmake")
-
-set(ATTNGEN_TUNABLE_PARAMS gemm_vectors gemm_rows query_block score_vectors score_rows
-    out_vectors out_rows gpu_gemm_rows gpu_query_block gpu_key_block)
-
-# Reads TUNED_FILE into generator arguments; stops the configure on a malformed file.
-function(_attngen_tuned_params OUT FILE)
-    if (NOT EXISTS "${FILE}")
-        message(FATAL_ERROR "attngen_add_library: TUNED_FILE ${FILE} does not exist")
-    endif ()
-    file(READ "${FILE}" json)
-    string(JSON params ERROR_VARIABLE error GET "${json}" params)
-    if (error)
-        message(FATAL_ERROR "attngen_add_library: TUNED_FILE ${FILE} is malformed: ${error} "
-                            "(expected {\"params\": {\"<knob>\": <integer>, ...}})")
-    endif ()
-    string(JSON count ERROR_VARIABLE error LENGTH "${params}")
-    if (error)
-        message(FATAL_ERROR "attngen_add_library: TUNED_FILE ${FILE}: \"params\" is not an object")
-    endif ()
-    set(args "")
-    if (count GREATER 0)
-        math(EXPR last "${count} - 1")
-        foreach (i RANGE ${last})
-            string(JSON key MEMBER "${params}" ${i})
-            string(JSON value GET "${params}" "${key}")
-            if (NOT key IN_LIST ATTNGEN_TUNABLE_PARAMS)
-                message(FATAL_ERROR "attngen_add_library: TUNED_FILE ${FILE}: unknown knob "
-                                    "\"${key}\" (known: ${ATTNGEN_TUNABLE_PARAMS})")
-            endif ()
-            if (NOT value MATCHES "^[0-9]+$")
-                message(FATAL_ERROR "attngen_add_library: TUNED_FILE ${FILE}: \"${key}\" must "
-                                    "be a non-negative integer, got \"${value}\"")
-            endif ()
-            list(APPEND args "${key}=${value}")
-        endforeach ()
-    endif ()
-    set(${OUT} "${args}" PARENT_SCOPE)
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/AttngenTunedParams.cmake")
 
 function(attngen_add_library NAME)
     cmake_parse_arguments(PARSE_ARGV 1 ARG "WEIGHTS_OUTPUT"
@@ -135,7 +99,7 @@ function(attngen_add_library NAME)
         if (NOT ARG_TUNED_FILE)
             message(FATAL_ERROR "${where}: SCHEDULE tuned needs TUNED_FILE")
         endif ()
-        _attngen_tuned_params(tuned "${ARG_TUNED_FILE}")
+        attngen_read_tuned_params(tuned "${ARG_TUNED_FILE}")
         list(APPEND params ${tuned})
     elseif (ARG_SCHEDULE MATCHES "^(Adams2019|Mullapudi2016|Li2018|Anderson2021)$")
         string(TOLOWER "${ARG_SCHEDULE}" lower)

@@ -61,6 +61,7 @@ endif ()
 install(FILES ${ATTNGEN_DETAIL_HEADERS} DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/attngen/detail")
 install(FILES "${PROJECT_SOURCE_DIR}/cmake/AttngenAddLibrary.cmake"
               "${PROJECT_SOURCE_DIR}/cmake/AttngenHostTargets.cmake"
+              "${PROJECT_SOURCE_DIR}/cmake/AttngenTunedParams.cmake"
         DESTINATION "${ATTNGEN_INSTALL_CMAKEDIR}")
 if (ATTNGEN_ENABLE_AARCH64)
     set(_attngen_aarch64_runtime "${PROJECT_BINARY_DIR}/attngen_aarch64/runtime")

@@ -19,3 +19,32 @@ set(ATTNGEN_CUDA_TARGET "x86-64-linux-cuda-cuda_capability_70" CACHE STRING
     "Halide target of the CUDA library")
 set(ATTNGEN_OPENCL_TARGET "x86-64-linux-opencl" CACHE STRING
     "Halide target of the OpenCL library")
+
+# Schedules of the CPU kernels: attngen's own with its defaults, the knobs attngen-autotune
+# found for this architecture (generators/tuned/<arch>-<bits>-<os>.json, the build_shape entry;
+# the default whenever that file exists), or one of Halide's autoschedulers (for comparisons:
+# they plan for the generators' estimates, and much smaller calls are refused).
+include(AttngenTunedParams)
+list(GET ATTNGEN_HOST_TARGETS 0 _attngen_first_target)
+string(REGEX MATCH "^[^-]+-[^-]+-[^-]+" _attngen_triple "${_attngen_first_target}")
+set(ATTNGEN_TUNED_FILE "${PROJECT_SOURCE_DIR}/generators/tuned/${_attngen_triple}.json"
+    CACHE FILEPATH "Tuned schedule knobs of the CPU kernels (attngen-autotune's output)")
+if (EXISTS "${ATTNGEN_TUNED_FILE}")
+    set(_attngen_schedule_default tuned)
+else ()
+    set(_attngen_schedule_default default)
+endif ()
+set(ATTNGEN_SCHEDULE "${_attngen_schedule_default}" CACHE STRING
+    "CPU kernel schedules: default, tuned, Mullapudi2016, Li2018 or Adams2019")
+set(ATTNGEN_CPU_SCHEDULE_PARAMS "")
+set(ATTNGEN_CPU_AUTOSCHEDULER "")
+if (ATTNGEN_SCHEDULE STREQUAL "tuned")
+    attngen_read_tuned_params(ATTNGEN_CPU_SCHEDULE_PARAMS "${ATTNGEN_TUNED_FILE}")
+    message(STATUS "attngen: CPU schedules tuned (${ATTNGEN_TUNED_FILE}): "
+                   "${ATTNGEN_CPU_SCHEDULE_PARAMS}")
+elseif (ATTNGEN_SCHEDULE MATCHES "^(Mullapudi2016|Li2018|Adams2019)$")
+    set(ATTNGEN_CPU_AUTOSCHEDULER "Halide::${ATTNGEN_SCHEDULE}")
+elseif (NOT ATTNGEN_SCHEDULE STREQUAL "default")
+    message(FATAL_ERROR "ATTNGEN_SCHEDULE must be default, tuned, Mullapudi2016, Li2018 or "
+                        "Adams2019, got '${ATTNGEN_SCHEDULE}'")
+endif ()

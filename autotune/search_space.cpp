@@ -1,0 +1,69 @@
+#include "search_space.h"
+
+#include <random>
+#include <set>
+
+namespace attngen::autotune {
+namespace {
+
+// Values worth trying per knob. Register tiles beyond these spill on every target attngen has
+// (16 or 32 vector registers); gemm_vectors times the vector width must divide the weight
+// padding (64 floats), which 1, 2 and 4 do for 4-, 8- and 16-float vectors.
+const std::map<std::string, std::vector<int>> &knob_values() {
+    static const std::map<std::string, std::vector<int>> values = {
+        {"gemm_vectors", {1, 2, 4}},
+        {"gemm_rows", {2, 4, 6, 8, 12}},
+        {"query_block", {8, 16, 32, 64, 128}},
+        {"score_vectors", {1, 2, 4}},
+        {"score_rows", {2, 4, 6, 8}},
+        {"out_vectors", {1, 2, 4}},
+        {"out_rows", {2, 4, 6, 8}},
+    };
+    return values;
+}
+
+}  // namespace
+
+std::string Candidate::key() const {
+    if (!autoscheduler.empty()) return autoscheduler;
+    if (knobs.empty()) return "default";
+    std::string key;
+    for (const auto &[name, value] : knobs) {
+        if (!key.empty()) key += ",";
+        key += name + "=" + std::to_string(value);
+    }
+    return key;
+}
+
+std::vector<std::string> Candidate::generator_params() const {
+    std::vector<std::string> params;
+    if (!autoscheduler.empty()) {
+        params.push_back("autoscheduler=" + autoscheduler);
+        return params;
+    }
+    for (const auto &[name, value] : knobs) params.push_back(name + "=" + std::to_string(value));
+    return params;
+}
+
+std::vector<Candidate> candidates_in_order(uint32_t seed, size_t random_count,
+                                           const std::vector<std::string> &autoschedulers) {
+    std::vector<Candidate> order;
+    order.push_back(Candidate{});
+    for (const std::string &a : autoschedulers) order.push_back(Candidate{{}, a});
+    std::mt19937 rng(seed);
+    std::set<std::string> seen = {"default"};
+    // The space has 3*5*5*3*4*3*4 = 10800 points; give up on duplicates after many tries.
+    for (size_t tries = 0;
+         order.size() < 1 + autoschedulers.size() + random_count && tries < random_count * 20;
+         ++tries) {
+        Candidate c;
+        for (const auto &[name, values] : knob_values()) {
+            c.knobs[name] =
+                values[std::uniform_int_distribution<size_t>(0, values.size() - 1)(rng)];
+        }
+        if (seen.insert(c.key()).second) order.push_back(std::move(c));
+    }
+    return order;
+}
+
+}  // namespace attngen::autotune

@@ -1,0 +1,31 @@
+// The schedule knobs attngen-autotune searches: the CPU GeneratorParams of
+// generators/generators.cpp, plus Halide's autoschedulers as whole-schedule candidates.
+#ifndef ATTNGEN_AUTOTUNE_SEARCH_SPACE_H
+#define ATTNGEN_AUTOTUNE_SEARCH_SPACE_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace attngen::autotune {
+
+// One schedule: knob values (absent = derived from the target), or an autoscheduler.
+struct Candidate {
+    std::map<std::string, int> knobs;
+    std::string autoscheduler;  // "" = attngen's schedule with the knobs
+
+    // Stable text form, used as the log key: "default", "Li2018", "gemm_rows=6,query_block=32".
+    std::string key() const;
+    // Generator arguments: "name=value" each.
+    std::vector<std::string> generator_params() const;
+};
+
+// The candidates in search order for a seed: attngen's defaults, then the autoschedulers, then
+// distinct random knob settings. The order depends on the seed only.
+std::vector<Candidate> candidates_in_order(uint32_t seed, size_t random_count,
+                                           const std::vector<std::string> &autoschedulers);
+
+}  // namespace attngen::autotune
+
+#endif  // ATTNGEN_AUTOTUNE_SEARCH_SPACE_H

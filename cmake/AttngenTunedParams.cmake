@@ -1,0 +1,64 @@
+# attngen_read_tuned_params(<out-var> <file> [SHAPE <shape class>])
+#
+# Reads a tuned-schedule file into generator arguments ("knob=value" each). Two forms:
+#   {"params": {"<knob>": <int>, ...}}                       (attngen_add_library TUNED_FILE)
+#   {"build_shape": "<class>", "shapes": {"<class>": {"params": {...}, ...}, ...}}
+#                                                             (written by attngen-autotune)
+# From the second, SHAPE picks a shape class (default: build_shape). A malformed file stops
+# the configure with a message naming the file and what is wrong.
+include_guard(GLOBAL)
+
+set(ATTNGEN_TUNABLE_PARAMS gemm_vectors gemm_rows query_block score_vectors score_rows
+    out_vectors out_rows gpu_gemm_rows gpu_query_block gpu_key_block)
+
+function(attngen_read_tuned_params OUT FILE)
+    cmake_parse_arguments(PARSE_ARGV 2 ARG "" "SHAPE" "")
+    if (NOT EXISTS "${FILE}")
+        message(FATAL_ERROR "attngen: tuned file ${FILE} does not exist")
+    endif ()
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${FILE}")
+    file(READ "${FILE}" json)
+    set(expected "expected {\"params\": {\"<knob>\": <integer>, ...}} or attngen-autotune's "
+                 "{\"build_shape\": ..., \"shapes\": {...}}")
+    string(JSON params ERROR_VARIABLE error GET "${json}" params)
+    if (error)
+        string(JSON shapes ERROR_VARIABLE error GET "${json}" shapes)
+        if (error)
+            message(FATAL_ERROR "attngen: tuned file ${FILE} is malformed: ${error} (${expected})")
+        endif ()
+        if (NOT ARG_SHAPE)
+            string(JSON ARG_SHAPE ERROR_VARIABLE error GET "${json}" build_shape)
+            if (error)
+                message(FATAL_ERROR "attngen: tuned file ${FILE} has no build_shape: ${error}")
+            endif ()
+        endif ()
+        string(JSON params ERROR_VARIABLE error GET "${shapes}" "${ARG_SHAPE}" params)
+        if (error)
+            message(FATAL_ERROR "attngen: tuned file ${FILE} has no params for shape class "
+                                "'${ARG_SHAPE}': ${error}")
+        endif ()
+    endif ()
+    string(JSON type ERROR_VARIABLE error TYPE "${params}")
+    if (error OR NOT type STREQUAL "OBJECT")
+        message(FATAL_ERROR "attngen: tuned file ${FILE}: \"params\" is not an object")
+    endif ()
+    string(JSON count LENGTH "${params}")
+    set(args "")
+    if (count GREATER 0)
+        math(EXPR last "${count} - 1")
+        foreach (i RANGE ${last})
+            string(JSON key MEMBER "${params}" ${i})
+            string(JSON value GET "${params}" "${key}")
+            if (NOT key IN_LIST ATTNGEN_TUNABLE_PARAMS)
+                message(FATAL_ERROR "attngen: tuned file ${FILE}: unknown knob \"${key}\" "
+                                    "(known: ${ATTNGEN_TUNABLE_PARAMS})")
+            endif ()
+            if (NOT value MATCHES "^[0-9]+$")
+                message(FATAL_ERROR "attngen: tuned file ${FILE}: \"${key}\" must be a "
+                                    "non-negative integer, got \"${value}\"")
+            endif ()
+            list(APPEND args "${key}=${value}")
+        endforeach ()
+    endif ()
+    set(${OUT} "${args}" PARENT_SCOPE)
+endfunction()
