@@ -1,0 +1,508 @@
+#!/usr/bin/env python3
+"""PyTorch (and ONNX Runtime) baselines for attngen's benchmark suite (issue 7).
+
+Times, fp32 on the CPU with 2 threads in inference mode, at the named shapes of
+bench/bench_attngen.cpp:
+  torch-mha       torch.nn.MultiheadAttention (batch_first=True)
+  torch-sdpa-mha  four nn.Linear projections around F.scaled_dot_product_attention
+  ort-mha         ONNX Runtime's com.microsoft MultiHeadAttention between MatMul projections
+                  (only when onnxruntime and onnx are installed; it cannot return weights)
+
+Every (shape, implementation) pair runs in a fresh subprocess, because the peak resident set
+(VmHWM) only grows: a long shape measured earlier in the same process would hide the memory
+of every later one.
+
+    .venv-torch/bin/python scripts/bench_torch.py --shapes tutorial-cross,bert-128 --out torch.json
+    .venv-torch/bin/python scripts/bench_torch.py --load torch.json --attngen bench.json
+
+--attngen takes the `--benchmark_format=json` output of build/bench/attngen_bench and prints a
+markdown speedup table (attngen against the faster of the two torch implementations).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+THREADS = 2
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    batch: int
+    q_len: int
+    kv_len: int
+    d_model: int
+    heads: int
+    causal: bool = False
+    weights: bool = False
+
+
+# Same names and sizes as kShapes in bench/bench_attngen.cpp.
+SHAPES: dict[str, Shape] = {
+    s.name: s
+    for s in [
+        Shape("tutorial", 32, 10, 20, 512, 8, weights=True),
+        Shape("tutorial-cross", 1, 62, 60, 512, 8, weights=True),
+        Shape("bert-128", 1, 128, 128, 768, 12),
+        Shape("bert-512", 1, 512, 512, 768, 12),
+        Shape("bert-512-b8", 8, 512, 512, 768, 12),
+        Shape("gpt2-causal", 1, 1024, 1024, 768, 12, causal=True),
+        Shape("long-causal", 1, 2048, 2048, 1024, 16, causal=True),
+        Shape("long-single", 1, 16384, 16384, 64, 1),
+    ]
+}
+
+IMPLS = ["torch-mha", "torch-sdpa-mha", "ort-mha"]
+
+
+def mha_flops(s: Shape) -> float:
+    """FLOPs as issue 7 counts them: 2·B·Lq·D² for the q and output projections each,
+    2·B·Lkv·D² for k and v each, 4·B·Lq·Lkv·D for attention, half that when causal."""
+    d2 = float(s.d_model) ** 2
+    projections = 2 * (2.0 * s.batch * s.q_len * d2) + 2 * (2.0 * s.batch * s.kv_len * d2)
+    attention = 4.0 * s.batch * s.q_len * s.kv_len * s.d_model
+    return projections + (attention / 2 if s.causal else attention)
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory: read from /proc, because resource.getrusage's ru_maxrss cannot be reset and
+# tracemalloc does not see allocations made by torch's C++ allocator.
+
+
+def _proc_status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def cpu_busy_fraction(seconds: float = 0.5) -> float:
+    """Fraction of all CPU time spent busy over `seconds` while this process sleeps: the
+    work of others. 2-thread OpenMP (torch) slows down by 10x and more when it shares the
+    cores, so timings taken while this is high are not worth much."""
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            values = [int(v) for v in f.readline().split()[1:]]
+        idle = values[3] + values[4]  # idle + iowait
+        return sum(values) - idle, sum(values)
+
+    busy0, total0 = sample()
+    time.sleep(seconds)
+    busy1, total1 = sample()
+    return (busy1 - busy0) / max(1, total1 - total0)
+
+
+def reset_peak_rss() -> bool:
+    """Resets VmHWM to the current RSS (Linux >= 4.0); False where that is not allowed."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# The implementations. Each builder returns a zero-argument callable doing one forward.
+
+
+def _causal_mask(s: Shape) -> Any:
+    import torch
+
+    # True = masked out; top-left aligned like attngen's ATTNGEN_CAUSAL_TOP_LEFT (and like
+    # SDPA's is_causal), which is the usual causal mask when Lq == Lkv.
+    return torch.ones(s.q_len, s.kv_len, dtype=torch.bool).triu(1)
+
+
+def _inputs(s: Shape) -> tuple[Any, Any]:
+    import torch
+
+    g = torch.Generator().manual_seed(6)
+    q = torch.rand(s.batch, s.q_len, s.d_model, generator=g) * 2 - 1
+    # Self-attention where the lengths allow it (the same tensor for query, key and value):
+    # that lets nn.MultiheadAttention take its fused fast path, so torch is at its best. The
+    # FLOPs are the same as for attngen's benchmark, which feeds distinct query and key/value.
+    kv = q if s.q_len == s.kv_len else torch.rand(s.batch, s.kv_len, s.d_model, generator=g) * 2 - 1
+    return q, kv
+
+
+def _reference_mha(s: Shape) -> Any:
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.MultiheadAttention(s.d_model, s.heads, bias=True, batch_first=True).eval()
+
+
+def build_torch_mha(s: Shape) -> Callable[[], Any]:
+    mha = _reference_mha(s)
+    q, kv = _inputs(s)
+    mask = _causal_mask(s) if s.causal else None
+
+    def run() -> Any:
+        # average_attn_weights=False: per-head weights [B, H, Lq, Lkv], what attngen returns.
+        return mha(q, kv, kv, need_weights=s.weights, attn_mask=mask, is_causal=s.causal,
+                   average_attn_weights=False)
+
+    return run
+
+
+class SdpaMha:
+    """MHA as a user writes it on F.scaled_dot_product_attention: four nn.Linear layers."""
+
+    def __init__(self, ref: Any, heads: int) -> None:
+        import torch
+
+        d = ref.embed_dim
+        self.heads = heads
+        self.q, self.k, self.v, self.o = (torch.nn.Linear(d, d) for _ in range(4))
+        # The same weights as the nn.MultiheadAttention, so the two can be checked against
+        # each other.
+        w, b = ref.in_proj_weight.detach(), ref.in_proj_bias.detach()
+        with torch.no_grad():
+            for i, lin in enumerate((self.q, self.k, self.v)):
+                lin.weight.copy_(w[i * d:(i + 1) * d])
+                lin.bias.copy_(b[i * d:(i + 1) * d])
+            self.o.weight.copy_(ref.out_proj.weight)
+            self.o.bias.copy_(ref.out_proj.bias)
+
+    def _split(self, x: Any) -> Any:
+        b, n, d = x.shape
+        return x.view(b, n, self.heads, d // self.heads).transpose(1, 2)
+
+    def __call__(self, query: Any, kv: Any, causal: bool, weights: bool) -> tuple[Any, Any]:
+        import torch
+        import torch.nn.functional as F
+
+        q, k, v = self._split(self.q(query)), self._split(self.k(kv)), self._split(self.v(kv))
+        w = None
+        if weights:
+            # SDPA cannot return the attention weights; where the shape asks for them the
+            # attention is written out (scores, softmax, weights @ V), as a user must.
+            scores = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
+            if causal:
+                scores.masked_fill_(torch.ones_like(scores, dtype=torch.bool).triu(1), -math.inf)
+            w = scores.softmax(-1)
+            o = w @ v
+        else:
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        b, h, n, hd = o.shape
+        return self.o(o.transpose(1, 2).reshape(b, n, h * hd)), w
+
+
+def build_torch_sdpa_mha(s: Shape) -> Callable[[], Any]:
+    m = SdpaMha(_reference_mha(s), s.heads)
+    q, kv = _inputs(s)
+    return lambda: m(q, kv, s.causal, s.weights)
+
+
+def build_ort_mha(s: Shape) -> Callable[[], Any]:
+    """ONNX Runtime: MatMul projections + com.microsoft.MultiHeadAttention (which adds the
+    q/k/v biases itself) + MatMul/Add output projection."""
+    if s.weights:
+        raise SkipImpl("com.microsoft.MultiHeadAttention cannot return the softmax weights")
+    if s.causal and s.q_len != s.kv_len:
+        # unidirectional aligns the mask bottom-right (a KV cache), attngen's benchmark top-left.
+        raise SkipImpl("unidirectional is bottom-right aligned when Lq != Lkv")
+    try:
+        import onnx
+        import onnxruntime as ort
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError as e:
+        raise SkipImpl(f"not installed ({e.name})") from e
+    import numpy as np
+
+    ref = _reference_mha(s)
+    d = s.d_model
+    w = ref.in_proj_weight.detach().numpy()
+    b = ref.in_proj_bias.detach().numpy()
+    inits = [
+        numpy_helper.from_array(np.ascontiguousarray(w[i * d:(i + 1) * d].T), f"w{n}")
+        for i, n in enumerate("qkv")
+    ]
+    inits += [
+        numpy_helper.from_array(b.copy(), "bqkv"),
+        numpy_helper.from_array(np.ascontiguousarray(ref.out_proj.weight.detach().numpy().T), "wo"),
+        numpy_helper.from_array(ref.out_proj.bias.detach().numpy().copy(), "bo"),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["query", "wq"], ["q"]),
+        helper.make_node("MatMul", ["kv", "wk"], ["k"]),
+        helper.make_node("MatMul", ["kv", "wv"], ["v"]),
+        helper.make_node("MultiHeadAttention", ["q", "k", "v", "bqkv"], ["attn"],
+                         domain="com.microsoft", num_heads=s.heads,
+                         **({"unidirectional": 1} if s.causal else {})),
+        helper.make_node("MatMul", ["attn", "wo"], ["proj"]),
+        helper.make_node("Add", ["proj", "bo"], ["out"]),
+    ]
+    f32 = TensorProto.FLOAT
+    graph = helper.make_graph(
+        nodes, "mha",
+        [helper.make_tensor_value_info("query", f32, [s.batch, s.q_len, d]),
+         helper.make_tensor_value_info("kv", f32, [s.batch, s.kv_len, d])],
+        [helper.make_tensor_value_info("out", f32, [s.batch, s.q_len, d])],
+        initializer=inits)
+    # IR version 8 (the one of opset 17): onnx may default to a newer IR than ORT reads.
+    model = helper.make_model(graph, ir_version=8,
+                              opset_imports=[helper.make_opsetid("", 17),
+                                             helper.make_opsetid("com.microsoft", 1)])
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = THREADS
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
+    except Exception as e:  # an ORT build without the contrib op, or without unidirectional
+        raise SkipImpl(f"session creation failed: {str(e).splitlines()[0]}") from e
+    q, kv = _inputs(s)
+    feeds = {"query": q.numpy(), "kv": kv.numpy()}
+    return lambda: sess.run(["out"], feeds)
+
+
+class SkipImpl(Exception):
+    """An implementation that cannot run this shape; the reason goes to stderr."""
+
+
+BUILDERS: dict[str, Callable[[Shape], Callable[[], Any]]] = {
+    "torch-mha": build_torch_mha,
+    "torch-sdpa-mha": build_torch_sdpa_mha,
+    "ort-mha": build_ort_mha,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# The worker: one (shape, implementation) in this process.
+
+
+def time_calls(fn: Callable[[], Any], min_seconds: float, max_seconds: float,
+               min_calls: int = 3) -> list[float]:
+    """Seconds per call after warm-up: at least min_calls calls and min_seconds, but stop
+    once max_seconds are spent (then possibly fewer calls, at least one): the long shapes
+    take seconds per call on 2 cores."""
+    warm_start = time.perf_counter()
+    fn()  # first call: lazy initialisation, allocator growth, ORT's first-run planning
+    first = time.perf_counter() - warm_start
+    # A second warm-up call only where calls are cheap.
+    if first < max_seconds / 20:
+        fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        spent = time.perf_counter() - start
+        if len(times) >= min_calls and spent >= min_seconds:
+            break
+        if spent >= max_seconds:
+            break
+    return times
+
+
+def run_worker(shape: Shape, impl: str, min_seconds: float, max_seconds: float) -> dict:
+    import torch
+
+    torch.set_num_threads(THREADS)
+    torch.set_num_interop_threads(1)
+    with torch.inference_mode():
+        fn = BUILDERS[impl](shape)
+        busy = cpu_busy_fraction()
+        # Memory growth of the forward calls alone: inputs, weights and the libraries are
+        # resident already, so what the peak adds is the forward's own temporaries.
+        resettable = reset_peak_rss()
+        rss_before = _proc_status_kib("VmRSS" if resettable else "VmHWM")
+        times = time_calls(fn, min_seconds, max_seconds)
+        hwm = _proc_status_kib("VmHWM")
+    ms = statistics.median(times) * 1e3
+    rec = {
+        "shape": shape.name,
+        "impl": impl,
+        "ms": ms,
+        "gflops": mha_flops(shape) / (ms * 1e-3) / 1e9,
+        "peak_rss_mb": max(0, hwm - rss_before) / 1024,
+        "process_peak_rss_mb": hwm / 1024,
+        "calls": len(times),
+        "weights_returned": shape.weights and impl != "ort-mha",
+        "causal": shape.causal,
+        "torch_version": torch.__version__,
+        "threads": THREADS,
+        # CPU use by others just before timing (0..1), so a reader can judge the numbers.
+        "cpu_busy_before": round(busy, 3),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
+    if impl == "ort-mha":
+        import onnxruntime
+
+        rec["onnxruntime_version"] = onnxruntime.__version__
+    return rec
+
+
+# ---------------------------------------------------------------------------------------------
+# The driver: one subprocess per (shape, implementation).
+
+
+def run_in_subprocess(shape: str, impl: str, args: argparse.Namespace) -> dict | None:
+    env = dict(os.environ, OMP_NUM_THREADS=str(THREADS), MKL_NUM_THREADS=str(THREADS))
+    if args.isa == "avx2":
+        # Like-for-like with AVX2 kernels on an AVX-512 machine: ATen's own kernels, MKL and
+        # oneDNN each have their switch (ONNX Runtime's MLAS has none, it stays native).
+        env.update(ATEN_CPU_CAPABILITY="avx2", MKL_ENABLE_INSTRUCTIONS="AVX2",
+                   ONEDNN_MAX_CPU_ISA="AVX2")
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", impl, "--shapes", shape,
+           "--min-seconds", str(args.min_seconds),
+           "--max-seconds-per-shape", str(args.max_seconds_per_shape)]
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
+    if proc.returncode == 2:  # SkipImpl, reason already on stderr
+        return None
+    if proc.returncode != 0:
+        print(f"  {shape} {impl}: failed (exit {proc.returncode})", file=sys.stderr)
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def measure(args: argparse.Namespace, shapes: list[str], impls: list[str]) -> list[dict]:
+    records: list[dict] = []
+    for shape in shapes:
+        for impl in impls:
+            rec = run_in_subprocess(shape, impl, args)
+            if rec is None:
+                continue
+            print(f"{shape:15s} {impl:15s} {rec['ms']:10.3f} ms {rec['gflops']:8.1f} GFLOP/s"
+                  f"  +{rec['peak_rss_mb']:8.1f} MiB peak RSS ({rec['calls']} calls)",
+                  file=sys.stderr, flush=True)
+            if rec["cpu_busy_before"] > 0.2:
+                print(f"  warning: the CPUs were {rec['cpu_busy_before']:.0%} busy with other "
+                      "work before this measurement; 2-thread torch slows down badly when "
+                      "it shares the cores", file=sys.stderr)
+            records.append(rec)
+    return records
+
+
+# ---------------------------------------------------------------------------------------------
+# The speedup table against attngen's Google Benchmark JSON.
+
+_TIME_UNIT_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def load_gbench_ms(path: str, prefix: str = "mha_forward/") -> dict[str, float]:
+    """Shape -> real time in ms of `<prefix><shape>[/real_time]` entries. With
+    --benchmark_repetitions the median aggregate is preferred over single runs."""
+    with open(path) as f:
+        data = json.load(f)
+    single: dict[str, list[float]] = {}
+    median: dict[str, float] = {}
+    for b in data.get("benchmarks", []):
+        name = b.get("run_name", b.get("name", ""))
+        if not name.startswith(prefix) or b.get("error_occurred"):
+            continue
+        shape = name[len(prefix):].split("/")[0]
+        ms = float(b["real_time"]) * _TIME_UNIT_MS[b.get("time_unit", "ns")]
+        if b.get("run_type") == "aggregate":
+            if b.get("aggregate_name") == "median":
+                median[shape] = ms
+        else:
+            single.setdefault(shape, []).append(ms)
+    out = {k: statistics.median(v) for k, v in single.items()}
+    out.update(median)
+    return out
+
+
+def speedup_table(records: list[dict], attngen_ms: dict[str, float]) -> str:
+    by = {(r["shape"], r["impl"]): r["ms"] for r in records}
+    has_ort = any(r["impl"] == "ort-mha" for r in records)
+
+    def cell(v: float | None) -> str:
+        return "–" if v is None else f"{v:.3f}"
+
+    head = ["shape", "attngen ms", "torch MHA ms", "torch SDPA-MHA ms"]
+    head += ["ORT MHA ms"] if has_ort else []
+    head += ["speedup vs the faster torch"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for shape in SHAPES:
+        a = attngen_ms.get(shape)
+        mha, sdpa = by.get((shape, "torch-mha")), by.get((shape, "torch-sdpa-mha"))
+        if a is None and mha is None and sdpa is None:
+            continue
+        torch_best = min((t for t in (mha, sdpa) if t is not None), default=None)
+        speedup = f"{torch_best / a:.2f}x" if a and torch_best else "–"
+        row = [shape, cell(a), cell(mha), cell(sdpa)]
+        row += [cell(by.get((shape, "ort-mha")))] if has_ort else []
+        row += [speedup]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shapes", default=",".join(SHAPES),
+                   help="comma-separated shape names (default: all): " + ", ".join(SHAPES))
+    p.add_argument("--impls", default=",".join(IMPLS),
+                   help="comma-separated implementations (default: all): " + ", ".join(IMPLS))
+    p.add_argument("--out", help="write the records as JSON here")
+    p.add_argument("--load", help="read records from this JSON instead of measuring")
+    p.add_argument("--attngen", help="attngen_bench --benchmark_format=json output: "
+                   "print the speedup table")
+    p.add_argument("--min-seconds", type=float, default=1.0,
+                   help="measure at least this long per shape and implementation (default 1)")
+    p.add_argument("--max-seconds-per-shape", type=float, default=60.0,
+                   help="stop measuring a shape and implementation after this long, with at "
+                   "least one measured call (default 60)")
+    p.add_argument("--isa", choices=["native", "avx2"], default="native",
+                   help="avx2: keep torch (ATen, MKL, oneDNN) to AVX2 kernels on an AVX-512 "
+                   "machine (default native)")
+    p.add_argument("--worker", choices=IMPLS, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    for name in args.shapes.split(","):
+        if name not in SHAPES:
+            p.error(f"unknown shape {name!r}; known: {', '.join(SHAPES)}")
+    for name in args.impls.split(","):
+        if name not in IMPLS:
+            p.error(f"unknown implementation {name!r}; known: {', '.join(IMPLS)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    shapes = args.shapes.split(",")
+    if args.worker:
+        try:
+            rec = run_worker(SHAPES[shapes[0]], args.worker, args.min_seconds,
+                             args.max_seconds_per_shape)
+        except SkipImpl as e:
+            print(f"  {shapes[0]} {args.worker}: skipped: {e}", file=sys.stderr)
+            return 2
+        print(json.dumps(rec))
+        return 0
+
+    if args.load:
+        with open(args.load) as f:
+            records = json.load(f)
+    else:
+        records = measure(args, shapes, args.impls.split(","))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(records, f, indent=1)
+            f.write("\n")
+    if args.attngen:
+        print(speedup_table(records, load_gbench_ms(args.attngen)))
+    elif not args.out:
+        print(json.dumps(records, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
