@@ -7,6 +7,9 @@
 #include <attngen/attngen.h>
 #include <benchmark/benchmark.h>
 
+#include "bench_shapes.h"
+#include "fma_peak.h"
+
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -15,41 +18,14 @@
 
 namespace {
 
-struct Shape {
-    const char *name;
-    int batch, q_len, kv_len, d_model, heads;
-    bool causal, weights;
-};
+using namespace attngen_bench;
 
-// The shapes of the CPU speed targets. The long ones take seconds per call on 2 cores.
-const Shape kShapes[] = {
-    {"tutorial", 32, 10, 20, 512, 8, false, true},
-    {"tutorial-cross", 1, 62, 60, 512, 8, false, true},
-    {"bert-128", 1, 128, 128, 768, 12, false, false},
-    {"bert-512", 1, 512, 512, 768, 12, false, false},
-    {"bert-512-b8", 8, 512, 512, 768, 12, false, false},
-    {"gpt2-causal", 1, 1024, 1024, 768, 12, true, false},
-    {"long-causal", 1, 2048, 2048, 1024, 16, true, false},
-    {"long-single", 1, 16384, 16384, 64, 1, false, false},
-};
-
-std::vector<float> random_vector(size_t n, float scale, unsigned seed) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> dist(-scale, scale);
-    std::vector<float> v(n);
-    for (float &x : v) x = dist(rng);
-    return v;
-}
-
-double attention_flops(const Shape &s, int head_dim_total) {
-    const double full = 4.0 * s.batch * s.q_len * s.kv_len * head_dim_total;
-    return s.causal ? full / 2 : full;
-}
-
-double mha_flops(const Shape &s) {
-    const double d2 = double(s.d_model) * s.d_model;
-    return 2 * 2.0 * s.batch * s.q_len * d2 + 2 * 2.0 * s.batch * s.kv_len * d2 +
-           attention_flops(s, s.d_model);
+// Rate counters: GFLOP/s, and the fraction of the machine's measured FMA peak.
+void set_rates(benchmark::State &state, double flops) {
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["peak"] = benchmark::Counter(flops * 1e-9 / fma_peak_gflops(),
+                                                benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void check(attngen_status status, benchmark::State &state) {
@@ -80,8 +56,7 @@ void BM_MhaForward(benchmark::State &state, Shape s) {
               state);
         benchmark::DoNotOptimize(out.data());
     }
-    state.counters["GFLOP/s"] =
-        benchmark::Counter(mha_flops(s) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    set_rates(state, mha_flops(s));
     attngen_mha_destroy(m);
 }
 
@@ -99,8 +74,7 @@ void BM_Sdpa(benchmark::State &state, Shape s) {
               state);
         benchmark::DoNotOptimize(out.data());
     }
-    state.counters["GFLOP/s"] = benchmark::Counter(attention_flops(s, s.d_model) * 1e-9,
-                                                   benchmark::Counter::kIsIterationInvariantRate);
+    set_rates(state, attention_flops(s));
 }
 
 void BM_Linear(benchmark::State &state, Shape s) {
@@ -114,12 +88,11 @@ void BM_Linear(benchmark::State &state, Shape s) {
               state);
         benchmark::DoNotOptimize(y.data());
     }
-    state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * s.d_model * s.d_model * 1e-9,
-                                                   benchmark::Counter::kIsIterationInvariantRate);
+    set_rates(state, 2.0 * rows * s.d_model * s.d_model);
 }
 
 const int registered = [] {
-    for (const Shape &s : kShapes) {
+    for (const Shape &s : shapes()) {
         const std::string name = s.name;
         benchmark::RegisterBenchmark(("mha_forward/" + name).c_str(), BM_MhaForward, s)
             ->Unit(benchmark::kMillisecond)

@@ -3,8 +3,8 @@
 // shapes with 12 heads of 64.
 //
 //   build/bench/attngen_bench --benchmark_filter=kernel/
-#include <attngen/specialized.hpp>
 #include <benchmark/benchmark.h>
+#include <attngen/specialized.hpp>
 
 #include <cmath>
 #include <random>
@@ -37,16 +37,16 @@ void BM_Kernel(benchmark::State &state, Kernel kernel, KernelShape s) {
     const auto wq = random_vector(dd, w_scale, 1), wk = random_vector(dd, w_scale, 2);
     const auto wv = random_vector(dd, w_scale, 3), wo = random_vector(dd, w_scale, 4);
     const auto b = random_vector(kModel, 0.1f, 5);
-    const attngen::specialized::MhaWeights w(kModel, kHeads, kHeadDim, 0, 0, wq.data(),
-                                             wk.data(), wv.data(), wo.data(), b.data(),
-                                             b.data(), b.data(), b.data());
+    const attngen::specialized::MhaWeights w(kModel, kHeads, kHeadDim, 0, 0, wq.data(), wk.data(),
+                                             wv.data(), wo.data(), b.data(), b.data(), b.data(),
+                                             b.data());
     const auto q = random_vector(size_t(s.batch) * s.q_len * kModel, 1.0f, 6);
     const auto kv = random_vector(size_t(s.batch) * s.kv_len * kModel, 1.0f, 7);
     std::vector<float> out(size_t(s.batch) * s.q_len * kModel);
     for (auto _ : state) {
-        const int code = attngen::specialized::forward(kernel, w, s.batch, s.q_len, s.kv_len,
-                                                       q.data(), kv.data(), kv.data(), nullptr,
-                                                       out.data());
+        const int code =
+            attngen::specialized::forward(kernel, w, s.batch, s.q_len, s.kv_len, q.data(),
+                                          kv.data(), kv.data(), nullptr, out.data());
         if (code != 0) state.SkipWithError(attngen_last_error());
         benchmark::DoNotOptimize(out.data());
     }
@@ -58,8 +58,8 @@ void BM_Kernel(benchmark::State &state, Kernel kernel, KernelShape s) {
 }
 
 const int registered = [] {
-    for (const KernelShape &s : {KernelShape{"bert-128", 1, 128, 128},
-                                 KernelShape{"bert-512", 1, 512, 512}}) {
+    for (const KernelShape &s :
+         {KernelShape{"bert-128", 1, 128, 128}, KernelShape{"bert-512", 1, 512, 512}}) {
         const std::string name = s.name;
         benchmark::RegisterBenchmark(("kernel/generic/" + name).c_str(),
                                      BM_Kernel<decltype(&attngen_mha_forward_cpu)>,

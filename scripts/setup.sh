@@ -15,7 +15,7 @@ debian_packages=(
     libgtest-dev libgmock-dev libbenchmark-dev googletest
     g++-aarch64-linux-gnu qemu-user
     clang-14 libclang-rt-14-dev
-    pocl-opencl-icd ocl-icd-opencl-dev
+    pocl-opencl-icd ocl-icd-opencl-dev libopenblas-dev
 )
 
 install_debian_packages() {
