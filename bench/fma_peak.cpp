@@ -17,8 +17,7 @@ double fma_loop(long iterations) {
     const vec16 a = vec16{} + 0.999999f, b = vec16{} + 1e-7f;
     for (auto &x : acc) x = vec16{} + 1.0f;
     for (long i = 0; i < iterations; ++i) {
-        for (auto &x : acc) x = x * a + b;
-        __asm__ volatile("" : "+x"(acc[0]));  // keep the loop from being folded
+        for (auto &x : acc) x = x * a + b;  // rounding keeps the compiler from folding it
     }
     float sum = 0;
     for (auto &x : acc) {
@@ -26,6 +25,8 @@ double fma_loop(long iterations) {
     }
     return sum;
 }
+
+volatile double calibration_sink;
 
 }  // namespace
 
@@ -35,7 +36,7 @@ double measure_fma_peak(int threads, double seconds) {
     // Grow the loop until one run on one thread takes a tenth of the time asked.
     for (;;) {
         const auto t0 = Clock::now();
-        fma_loop(iterations);
+        calibration_sink = fma_loop(iterations);  // used, so the call is not removed
         if (std::chrono::duration<double>(Clock::now() - t0).count() > seconds / 10) break;
         iterations *= 2;
     }
@@ -47,6 +48,7 @@ double measure_fma_peak(int threads, double seconds) {
         pool.emplace_back([&, t] { sink[size_t(t)] = fma_loop(iterations); });
     }
     for (auto &t : pool) t.join();
+    calibration_sink = sink[0];
     const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
     const double flops = double(threads) * iterations * 12 * 16 * 2;
     return flops / elapsed * 1e-9;
