@@ -75,10 +75,10 @@ struct Problem {
         return specialized::forward(kernel, w, batch, q_len, kv_len, query.data(), key.data(),
                                     value.data(), &mask, out);
     }
-    specialized::MhaWeights weights() const {
+    specialized::MhaWeights weights(attngen_device device) const {
         return specialized::MhaWeights(d_model, heads, d_model / heads, 0, 0, wq.data(), wk.data(),
                                        wv.data(), wo.data(), bias.data(), bias.data(), bias.data(),
-                                       bias.data());
+                                       bias.data(), device);
     }
 };
 
@@ -93,7 +93,8 @@ void report_halide_error(void *, const char *message) {
 }
 
 // In the child: check, then time. Writes "ok <ms>" or "error <why>" to fd.
-void measure_in_child(const std::string &so, const Shape &shape, bool autoscheduled, int fd) {
+void measure_in_child(const std::string &so, const Shape &shape, bool autoscheduled,
+                      attngen_device device, int fd) {
     reply_fd = fd;
     const auto reply = [fd](const std::string &s) {
         (void)!write(fd, s.data(), s.size());
@@ -114,7 +115,8 @@ void measure_in_child(const std::string &so, const Shape &shape, bool autoschedu
     const Problem small = autoscheduled ? Problem(1, 128, 128, 256, 4, shape.causal, 1)
                                         : Problem(2, 7, 9, 24, 3, shape.causal, 1);
     std::vector<float> out(size_t(small.batch) * small.q_len * small.d_model);
-    if (small.call(kernel, small.weights(), out.data()) != 0) reply("error kernel failed (check)");
+    if (small.call(kernel, small.weights(device), out.data()) != 0)
+        reply("error kernel failed (check)");
     const attngen_mha_config config{small.d_model, small.heads, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
     attngen_ref::MhaWeights rw;
     rw.wq = small.wq.data(), rw.wk = small.wk.data(), rw.wv = small.wv.data();
@@ -132,7 +134,7 @@ void measure_in_child(const std::string &so, const Shape &shape, bool autoschedu
 
     const Problem p(shape.batch, shape.q_len, shape.kv_len, shape.d_model, shape.heads,
                     shape.causal, 2);
-    const specialized::MhaWeights w = p.weights();
+    const specialized::MhaWeights w = p.weights(device);
     std::vector<float> big(size_t(p.batch) * p.q_len * p.d_model);
     if (p.call(kernel, w, big.data()) != 0) reply("error kernel failed (timing)");  // warm-up
     std::vector<double> ms;
@@ -177,7 +179,12 @@ Result measure(const Toolchain &tools, const Candidate &candidate, const Shape &
     const pid_t child = fork();
     if (child == 0) {
         close(pipe_fds[0]);
-        measure_in_child(dir + "/candidate.so", shape, !candidate.autoscheduler.empty(),
+        // GPU kernels take their weights with the GPU's padding (layout.h).
+        const attngen_device device =
+            tools.target.find("cuda") != std::string::npos     ? ATTNGEN_DEVICE_CUDA
+            : tools.target.find("opencl") != std::string::npos ? ATTNGEN_DEVICE_OPENCL
+                                                               : ATTNGEN_DEVICE_CPU;
+        measure_in_child(dir + "/candidate.so", shape, !candidate.autoscheduler.empty(), device,
                          pipe_fds[1]);
     }
     close(pipe_fds[1]);

@@ -31,8 +31,8 @@ struct Result {
 std::string build(const Toolchain &tools, const Candidate &candidate);
 
 // Loads the last built candidate in a child process, checks it against the float64 reference
-// with the shape's mask (see measure_in_child for the size), then times it on the shape (median of repeated
-// calls, as bench/ does).
+// with the shape's mask (see measure_in_child for the size), then times it on the shape (median of
+// repeated calls, as bench/ does).
 Result measure(const Toolchain &tools, const Candidate &candidate, const Shape &shape);
 
 }  // namespace attngen::autotune

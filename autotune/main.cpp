@@ -35,9 +35,14 @@ struct Options {
     std::string log;  // default: <out>.log
     uint32_t seed = 1;
     size_t random_candidates = 200;
-    std::string autoschedulers = "Mullapudi2016,Li2018,Adams2019";
+    std::string autoschedulers = "";  // default: by target family (see below)
+    bool autoschedulers_given = false;
     Toolchain tools{ATTNGEN_GENERATOR_PATH, ATTNGEN_HALIDE_PLUGIN_DIR, "c++", "host", "", 180};
 };
+
+bool is_gpu_target(const std::string &target) {
+    return target.find("cuda") != std::string::npos || target.find("opencl") != std::string::npos;
+}
 
 void usage_error(const std::string &message) {
     std::fprintf(stderr,
@@ -71,9 +76,10 @@ Options parse(int argc, char **argv) {
                 o.seed = uint32_t(std::stoul(value));
             else if (flag == "--candidates")
                 o.random_candidates = std::stoul(value);
-            else if (flag == "--autoschedulers")
+            else if (flag == "--autoschedulers") {
                 o.autoschedulers = value == "none" ? "" : value;
-            else if (flag == "--generator")
+                o.autoschedulers_given = true;
+            } else if (flag == "--generator")
                 o.tools.generator = value;
             else if (flag == "--timeout")
                 o.tools.timeout_seconds = std::stod(value);
@@ -96,6 +102,10 @@ Options parse(int argc, char **argv) {
         if (access(installed.c_str(), X_OK) == 0) o.tools.generator = installed;
     }
     o.tools.target = o.target;
+    if (!o.autoschedulers_given) {
+        o.autoschedulers = is_gpu_target(o.target) ? "Anderson2021,Mullapudi2016,Li2018"
+                                                   : "Mullapudi2016,Li2018,Adams2019";
+    }
     return o;
 }
 
@@ -171,8 +181,8 @@ int main(int argc, char **argv) {
     if (mkdtemp(work) == nullptr) usage_error("cannot create a scratch directory");
     o.tools.work_dir = work;
 
-    const std::vector<Candidate> order =
-        candidates_in_order(o.seed, o.random_candidates, split(o.autoschedulers, ','));
+    const std::vector<Candidate> order = candidates_in_order(
+        o.seed, o.random_candidates, split(o.autoschedulers, ','), is_gpu_target(o.target));
     Log log = read_log(o.log);
     const size_t total = order.size() * shapes.size();
     const auto start = Clock::now();

@@ -9,7 +9,7 @@ namespace {
 // Values worth trying per knob. Register tiles beyond these spill on every target attngen has
 // (16 or 32 vector registers); gemm_vectors times the vector width must divide the weight
 // padding (64 floats), which 1, 2 and 4 do for 4-, 8- and 16-float vectors.
-const std::map<std::string, std::vector<int>> &knob_values() {
+const std::map<std::string, std::vector<int>> &cpu_knob_values() {
     static const std::map<std::string, std::vector<int>> values = {
         {"gemm_vectors", {1, 2, 4}},
         {"gemm_rows", {2, 4, 6, 8, 12}},
@@ -18,6 +18,17 @@ const std::map<std::string, std::vector<int>> &knob_values() {
         {"score_rows", {2, 4, 6, 8}},
         {"out_vectors", {1, 2, 4}},
         {"out_rows", {2, 4, 6, 8}},
+    };
+    return values;
+}
+
+// GPU blocks (schedule_gpu.cpp): projection rows a multiple of its 4-row thread tile, query
+// blocks and key tiles that keep a block within 1024 threads.
+const std::map<std::string, std::vector<int>> &gpu_knob_values() {
+    static const std::map<std::string, std::vector<int>> values = {
+        {"gpu_gemm_rows", {8, 16, 32, 64}},
+        {"gpu_query_block", {4, 8, 16, 32}},
+        {"gpu_key_block", {16, 32, 64}},
     };
     return values;
 }
@@ -46,18 +57,20 @@ std::vector<std::string> Candidate::generator_params() const {
 }
 
 std::vector<Candidate> candidates_in_order(uint32_t seed, size_t random_count,
-                                           const std::vector<std::string> &autoschedulers) {
+                                           const std::vector<std::string> &autoschedulers,
+                                           bool gpu) {
+    const auto &knob_values = gpu ? gpu_knob_values() : cpu_knob_values();
     std::vector<Candidate> order;
     order.push_back(Candidate{});
     for (const std::string &a : autoschedulers) order.push_back(Candidate{{}, a});
     std::mt19937 rng(seed);
     std::set<std::string> seen = {"default"};
-    // The space has 3*5*5*3*4*3*4 = 10800 points; give up on duplicates after many tries.
+    // The CPU space has 10800 points, the GPU one 48: stop after enough duplicate draws.
     for (size_t tries = 0;
          order.size() < 1 + autoschedulers.size() + random_count && tries < random_count * 20;
          ++tries) {
         Candidate c;
-        for (const auto &[name, values] : knob_values()) {
+        for (const auto &[name, values] : knob_values) {
             c.knobs[name] =
                 values[std::uniform_int_distribution<size_t>(0, values.size() - 1)(rng)];
         }

@@ -1,4 +1,4 @@
-// The schedule knobs attngen-autotune searches: the CPU GeneratorParams of
+// The schedule knobs attngen-autotune searches: the CPU or GPU GeneratorParams of
 // generators/generators.cpp, plus Halide's autoschedulers as whole-schedule candidates.
 #ifndef ATTNGEN_AUTOTUNE_SEARCH_SPACE_H
 #define ATTNGEN_AUTOTUNE_SEARCH_SPACE_H
@@ -22,9 +22,11 @@ struct Candidate {
 };
 
 // The candidates in search order for a seed: attngen's defaults, then the autoschedulers, then
-// distinct random knob settings. The order depends on the seed only.
+// distinct random knob settings (the CPU knobs, or for a GPU target the GPU ones). The order
+// depends on the seed only.
 std::vector<Candidate> candidates_in_order(uint32_t seed, size_t random_count,
-                                           const std::vector<std::string> &autoschedulers);
+                                           const std::vector<std::string> &autoschedulers,
+                                           bool gpu);
 
 }  // namespace attngen::autotune
 

@@ -28,7 +28,7 @@ namespace attngen::specialized {
 
 // An MHA module's sizes and weights, packed as the kernels take them. Arguments as for
 // attngen_mha_config and attngen_mha_set_weights (kdim, vdim 0 = d_model; biases NULL or all
-// four given).
+// four given); device: the kernel's (GPU kernels take more padding).
 struct MhaWeights {
     int32_t d_model, num_heads, head_dim, kdim, vdim;
     rt::PackedProjection q, k, v, o;
@@ -36,17 +36,17 @@ struct MhaWeights {
     MhaWeights(int32_t d_model_, int32_t num_heads_, int32_t head_dim_, int32_t kdim_,
                int32_t vdim_, const float *wq, const float *wk, const float *wv, const float *wo,
                const float *bq = nullptr, const float *bk = nullptr, const float *bv = nullptr,
-               const float *bo = nullptr)
+               const float *bo = nullptr, attngen_device device = ATTNGEN_DEVICE_CPU)
         : d_model(d_model_),
           num_heads(num_heads_),
           head_dim(head_dim_),
           kdim(kdim_ ? kdim_ : d_model_),
           vdim(vdim_ ? vdim_ : d_model_) {
         const int32_t inner = num_heads * head_dim;
-        q.pack(wq, bq, inner, d_model);
-        k.pack(wk, bk, inner, kdim);
-        v.pack(wv, bv, inner, vdim);
-        o.pack(wo, bo, d_model, inner);
+        q.pack(wq, bq, inner, d_model, device);
+        k.pack(wk, bk, inner, kdim, device);
+        v.pack(wv, bv, inner, vdim, device);
+        o.pack(wo, bo, d_model, inner, device);
     }
 };
 
@@ -79,12 +79,27 @@ struct ForwardArguments {
         attngen_install_error_handler();
     }
 
+    // A GPU kernel copies host inputs to its device and leaves its outputs there: they come
+    // back to host memory here, and every device allocation of the call is freed.
     template <typename Kernel, typename... Outputs>
     int call(Kernel kernel, const MhaWeights &w, Outputs... outputs) {
-        return kernel(nullptr, query.get(), key.get(), value.get(), wq.get(), wk.get(), wv.get(),
-                      wo.get(), bq.get(), bk.get(), bv.get(), bo.get(), w.num_heads, w.head_dim,
-                      scale, masks.causal(), masks.kv_lengths(), masks.has_bool_mask(),
-                      masks.bool_mask(), masks.has_additive(), masks.additive(), outputs...);
+        halide_buffer_t *inputs[] = {query.get(), key.get(), value.get(), wq.get(), wk.get(),
+                                     wv.get(), wo.get(), bq.get(), bk.get(), bv.get(), bo.get(),
+                                     masks.kv_lengths(), masks.bool_mask(), masks.additive()};
+        for (halide_buffer_t *buf : inputs) buf->flags = halide_buffer_flag_host_dirty;
+        int code = kernel(nullptr, query.get(), key.get(), value.get(), wq.get(), wk.get(),
+                          wv.get(), wo.get(), bq.get(), bk.get(), bv.get(), bo.get(),
+                          w.num_heads, w.head_dim, scale, masks.causal(), masks.kv_lengths(),
+                          masks.has_bool_mask(), masks.bool_mask(), masks.has_additive(),
+                          masks.additive(), outputs...);
+        for (halide_buffer_t *buf : {outputs...}) {
+            if (code == 0 && buf->device != 0) code = halide_copy_to_host(nullptr, buf);
+            if (buf->device != 0) halide_device_free(nullptr, buf);
+        }
+        for (halide_buffer_t *buf : inputs) {
+            if (buf->device != 0) halide_device_free(nullptr, buf);
+        }
+        return code;
     }
 };
 
