@@ -83,15 +83,16 @@ struct ForwardArguments {
     // back to host memory here, and every device allocation of the call is freed.
     template <typename Kernel, typename... Outputs>
     int call(Kernel kernel, const MhaWeights &w, Outputs... outputs) {
-        halide_buffer_t *inputs[] = {query.get(), key.get(), value.get(), wq.get(), wk.get(),
-                                     wv.get(), wo.get(), bq.get(), bk.get(), bv.get(), bo.get(),
-                                     masks.kv_lengths(), masks.bool_mask(), masks.additive()};
+        halide_buffer_t *inputs[] = {
+            query.get(), key.get(),          value.get(),       wq.get(),        wk.get(),
+            wv.get(),    wo.get(),           bq.get(),          bk.get(),        bv.get(),
+            bo.get(),    masks.kv_lengths(), masks.bool_mask(), masks.additive()};
         for (halide_buffer_t *buf : inputs) buf->flags = halide_buffer_flag_host_dirty;
-        int code = kernel(nullptr, query.get(), key.get(), value.get(), wq.get(), wk.get(),
-                          wv.get(), wo.get(), bq.get(), bk.get(), bv.get(), bo.get(),
-                          w.num_heads, w.head_dim, scale, masks.causal(), masks.kv_lengths(),
-                          masks.has_bool_mask(), masks.bool_mask(), masks.has_additive(),
-                          masks.additive(), outputs...);
+        int code =
+            kernel(nullptr, query.get(), key.get(), value.get(), wq.get(), wk.get(), wv.get(),
+                   wo.get(), bq.get(), bk.get(), bv.get(), bo.get(), w.num_heads, w.head_dim, scale,
+                   masks.causal(), masks.kv_lengths(), masks.has_bool_mask(), masks.bool_mask(),
+                   masks.has_additive(), masks.additive(), outputs...);
         for (halide_buffer_t *buf : {outputs...}) {
             if (code == 0 && buf->device != 0) code = halide_copy_to_host(nullptr, buf);
             if (buf->device != 0) halide_device_free(nullptr, buf);
