@@ -7,8 +7,8 @@
 #include <attngen/attngen.h>
 #include <benchmark/benchmark.h>
 
+#include "bench_rates.h"
 #include "bench_shapes.h"
-#include "fma_peak.h"
 
 #include <cmath>
 #include <cstdio>
@@ -19,14 +19,6 @@
 namespace {
 
 using namespace attngen_bench;
-
-// Rate counters: GFLOP/s, and the fraction of the machine's measured FMA peak.
-void set_rates(benchmark::State &state, double flops) {
-    state.counters["GFLOP/s"] =
-        benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-    state.counters["peak"] = benchmark::Counter(flops * 1e-9 / fma_peak_gflops(),
-                                                benchmark::Counter::kIsIterationInvariantRate);
-}
 
 void check(attngen_status status, benchmark::State &state) {
     if (status != ATTNGEN_OK) state.SkipWithError(attngen_last_error());

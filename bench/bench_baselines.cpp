@@ -14,19 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_rates.h"
 #include "bench_shapes.h"
-#include "fma_peak.h"
 
 namespace {
 
 using namespace attngen_bench;
-
-void set_rates(benchmark::State &state, double flops) {
-    state.counters["GFLOP/s"] =
-        benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-    state.counters["peak"] = benchmark::Counter(flops * 1e-9 / fma_peak_gflops(),
-                                                benchmark::Counter::kIsIterationInvariantRate);
-}
 
 // y[rows, out] = x[rows, in] w[out, in]^T + bias
 void linear(const float *x, const float *w, const float *bias, int rows, int in, int out,

@@ -7,28 +7,23 @@
 #include <attngen/specialized.hpp>
 
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "attngen_mha_forward_cpu.h"
 #include "attngen_mha_forward_h12_d64_cpu.h"
+#include "bench_rates.h"
+#include "bench_shapes.h"
 
 namespace {
+
+using attngen_bench::random_vector;
 
 struct KernelShape {
     const char *name;
     int batch, q_len, kv_len;
 };
 constexpr int kModel = 768, kHeads = 12, kHeadDim = 64;
-
-std::vector<float> random_vector(size_t n, float scale, unsigned seed) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> dist(-scale, scale);
-    std::vector<float> v(n);
-    for (float &x : v) x = dist(rng);
-    return v;
-}
 
 template <typename Kernel>
 void BM_Kernel(benchmark::State &state, Kernel kernel, KernelShape s) {
@@ -50,11 +45,9 @@ void BM_Kernel(benchmark::State &state, Kernel kernel, KernelShape s) {
         if (code != 0) state.SkipWithError(attngen_last_error());
         benchmark::DoNotOptimize(out.data());
     }
-    const double d2 = double(kModel) * kModel;
-    const double flops = 4.0 * s.batch * s.q_len * d2 + 4.0 * s.batch * s.kv_len * d2 +
-                         4.0 * s.batch * s.q_len * s.kv_len * kModel;
-    state.counters["GFLOP/s"] =
-        benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    const attngen_bench::Shape shape{s.name, s.batch, s.q_len, s.kv_len,
+                                     kModel, kHeads,  false,   false};
+    attngen_bench::set_rates(state, attngen_bench::mha_flops(shape));
 }
 
 const int registered = [] {
