@@ -109,15 +109,6 @@ Options parse(int argc, char **argv) {
     return o;
 }
 
-std::vector<std::string> split(const std::string &s, char by) {
-    std::vector<std::string> parts;
-    std::stringstream in(s);
-    for (std::string part; std::getline(in, part, by);) {
-        if (!part.empty()) parts.push_back(part);
-    }
-    return parts;
-}
-
 // The log: one line per measured (shape, candidate), so an interrupted search resumes where it
 // stopped. "shape<TAB>candidate<TAB>ok<TAB>ms" or "shape<TAB>candidate<TAB>error<TAB>why".
 using Log = std::map<std::pair<std::string, std::string>, Result>;

@@ -20,15 +20,6 @@ const std::vector<Shape> &named_shapes() {
     return shapes;
 }
 
-std::vector<std::string> split(const std::string &s, char by) {
-    std::vector<std::string> parts;
-    std::stringstream in(s);
-    for (std::string part; std::getline(in, part, by);) {
-        if (!part.empty()) parts.push_back(part);
-    }
-    return parts;
-}
-
 Shape parse_custom(const std::string &spec) {
     const std::vector<std::string> parts = split(spec, ',');
     if (parts.size() != 5 && !(parts.size() == 6 && parts[5] == "causal")) {
@@ -54,6 +45,15 @@ Shape parse_custom(const std::string &spec) {
 }
 
 }  // namespace
+
+std::vector<std::string> split(const std::string &s, char by) {
+    std::vector<std::string> parts;
+    std::stringstream in(s);
+    for (std::string part; std::getline(in, part, by);) {
+        if (!part.empty()) parts.push_back(part);
+    }
+    return parts;
+}
 
 std::vector<Shape> parse_shapes(const std::string &spec) {
     std::vector<Shape> shapes;

@@ -13,6 +13,9 @@ struct Shape {
     bool causal;
 };
 
+// The non-empty parts of s between separators `by`.
+std::vector<std::string> split(const std::string &s, char by);
+
 // "bert-128,tutorial" or "2,64,64,256,4[,causal]" (B,Lq,Lkv,D,H), ';'-separated lists of
 // either. Throws std::invalid_argument naming what is wrong.
 std::vector<Shape> parse_shapes(const std::string &spec);
