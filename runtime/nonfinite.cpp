@@ -17,22 +17,22 @@ size_t elements(const NonFiniteInputs::Tensor &t, int32_t batch) {
     return size_t(batch) * t.heads * t.len * t.width;
 }
 
-// Marks the rows of t holding a non-finite value; true if there is any.
-bool scan_rows(const NonFiniteInputs::Tensor &t, int32_t batch, std::vector<uint8_t> *bad) {
+// True when every value is finite (an additive mask may also hold -inf: it masks).
+bool all_finite(const float *data, size_t n, bool allow_negative_infinity) {
+    for (size_t i = 0; i < n; ++i) {
+        if (!std::isfinite(data[i]) && !(allow_negative_infinity && is_negative_infinity(data[i])))
+            return false;
+    }
+    return true;
+}
+
+// Marks the rows of t holding a non-finite value.
+void scan_rows(const NonFiniteInputs::Tensor &t, int32_t batch, std::vector<uint8_t> *bad) {
     const size_t rows = size_t(batch) * t.heads * t.len;
     bad->assign(rows, 0);
-    bool any = false;
     for (size_t r = 0; r < rows; ++r) {
-        const float *row = t.data + r * t.width;
-        for (int32_t c = 0; c < t.width; ++c) {
-            if (!std::isfinite(row[c])) {
-                (*bad)[r] = 1;
-                any = true;
-                break;
-            }
-        }
+        (*bad)[r] = all_finite(t.data + r * t.width, size_t(t.width), false) ? 0 : 1;
     }
-    return any;
 }
 
 std::vector<float> zeroed_copy(const float *data, size_t n, bool keep_negative_infinity) {
@@ -57,19 +57,19 @@ NonFiniteInputs::NonFiniteInputs(const Tensor &q, const Tensor &k, const Tensor 
       q_len_(q_len),
       kv_len_(kv_len) {
     if (mask != nullptr) mask_ = *mask;
-    bool any = scan_rows(q_, batch, &q_bad_);
-    any |= scan_rows(k_, batch, &k_bad_);
-    any |= scan_rows(v_, batch, &v_bad_);
-    size_t additive_size = 0;
-    if (mask_.additive != nullptr) {
-        additive_size = size_t(mask_.additive_batch) * mask_.additive_heads * q_len * kv_len;
-        for (size_t n = 0; n < additive_size && !any; ++n) {
-            const float a = mask_.additive[n];
-            any = !std::isfinite(a) && !is_negative_infinity(a);
-        }
-    }
-    any_ = any;
+    const size_t additive_size =
+        mask_.additive == nullptr
+            ? 0
+            : size_t(mask_.additive_batch) * mask_.additive_heads * q_len * kv_len;
+    // This runs on every call: one read of the inputs, nothing allocated, when all is finite.
+    any_ = !all_finite(q_.data, elements(q_, batch), false) ||
+           !all_finite(k_.data, elements(k_, batch), false) ||
+           !all_finite(v_.data, elements(v_, batch), false) ||
+           !all_finite(mask_.additive, additive_size, true);
     if (!any_) return;
+    scan_rows(q_, batch, &q_bad_);
+    scan_rows(k_, batch, &k_bad_);
+    scan_rows(v_, batch, &v_bad_);
     q_copy_ = zeroed_copy(q_.data, elements(q_, batch), false);
     k_copy_ = zeroed_copy(k_.data, elements(k_, batch), false);
     v_copy_ = zeroed_copy(v_.data, elements(v_, batch), false);
@@ -80,6 +80,12 @@ NonFiniteInputs::NonFiniteInputs(const Tensor &q, const Tensor &k, const Tensor 
     }
 }
 
+float NonFiniteInputs::additive_at(int32_t b, int32_t h, int32_t i, int32_t j) const {
+    const int32_t ab = mask_.additive_batch == 1 ? 0 : b;
+    const int32_t ah = mask_.additive_heads == 1 ? 0 : h;
+    return mask_.additive[((size_t(ab) * mask_.additive_heads + ah) * q_len_ + i) * kv_len_ + j];
+}
+
 bool NonFiniteInputs::visible(int32_t b, int32_t h, int32_t i, int32_t j) const {
     if (mask_.causal == ATTNGEN_CAUSAL_TOP_LEFT && j > i) return false;
     if (mask_.causal == ATTNGEN_CAUSAL_BOTTOM_RIGHT && j > i + kv_len_ - q_len_) return false;
@@ -88,14 +94,7 @@ bool NonFiniteInputs::visible(int32_t b, int32_t h, int32_t i, int32_t j) const 
         const int32_t mb = mask_.bool_mask_batch == 1 ? 0 : b;
         if (mask_.bool_mask[(size_t(mb) * q_len_ + i) * kv_len_ + j] != 0) return false;
     }
-    if (mask_.additive != nullptr) {
-        const int32_t ab = mask_.additive_batch == 1 ? 0 : b;
-        const int32_t ah = mask_.additive_heads == 1 ? 0 : h;
-        const float a =
-            mask_.additive[((size_t(ab) * mask_.additive_heads + ah) * q_len_ + i) * kv_len_ + j];
-        if (is_negative_infinity(a)) return false;
-    }
-    return true;
+    return mask_.additive == nullptr || !is_negative_infinity(additive_at(b, h, i, j));
 }
 
 bool NonFiniteInputs::row_has_visible_key(int32_t b, int32_t h, int32_t i) const {
@@ -106,12 +105,8 @@ bool NonFiniteInputs::row_has_visible_key(int32_t b, int32_t h, int32_t i) const
 }
 
 bool NonFiniteInputs::additive_poisons(int32_t b, int32_t h, int32_t i, int32_t j) const {
-    if (mask_.additive == nullptr) return false;
-    const int32_t ab = mask_.additive_batch == 1 ? 0 : b;
-    const int32_t ah = mask_.additive_heads == 1 ? 0 : h;
-    const float a =
-        mask_.additive[((size_t(ab) * mask_.additive_heads + ah) * q_len_ + i) * kv_len_ + j];
-    return !std::isfinite(a);  // -inf hides the key, so it never reaches here as visible
+    // -inf hides the key, so it never reaches here as visible.
+    return mask_.additive != nullptr && !std::isfinite(additive_at(b, h, i, j));
 }
 
 bool NonFiniteInputs::row_bad(const std::vector<uint8_t> &rows, const Tensor &t, int32_t b,

@@ -45,6 +45,7 @@ class NonFiniteInputs {
     void poison_mha_outputs(float *out, int32_t d_model, float *weights) const;
 
   private:
+    float additive_at(int32_t b, int32_t h, int32_t i, int32_t j) const;  // mask has one
     bool visible(int32_t b, int32_t h, int32_t i, int32_t j) const;
     bool row_has_visible_key(int32_t b, int32_t h, int32_t i) const;
     bool additive_poisons(int32_t b, int32_t h, int32_t i, int32_t j) const;
