@@ -29,6 +29,7 @@ class AttngenGenerator : public Generator<T> {
     GeneratorParam<int> score_rows{"score_rows", 0, 0, 8};
     GeneratorParam<int> out_vectors{"out_vectors", 0, 0, 4};
     GeneratorParam<int> out_rows{"out_rows", 0, 0, 8};
+    GeneratorParam<int> key_block{"key_block", 0, 0, 1024};
     // GPU targets (schedule_gpu.h); 0 = default.
     GeneratorParam<int> gpu_gemm_rows{"gpu_gemm_rows", 0, 0, 128};
     GeneratorParam<int> gpu_query_block{"gpu_query_block", 0, 0, 64};
@@ -44,6 +45,7 @@ class AttngenGenerator : public Generator<T> {
         k.score_rows = score_rows;
         k.out_vectors = out_vectors;
         k.out_rows = out_rows;
+        k.key_block = key_block;
         return k;
     }
 
@@ -63,6 +65,31 @@ class AttngenGenerator : public Generator<T> {
     Func bounded(const InputBuffer &input) const {
         if (this->using_autoscheduler()) return BoundaryConditions::repeat_edge(input);
         return Func(input);
+    }
+
+    // The attention output (c, i, h, b). Without a weights output, attngen's CPU schedules use
+    // the flash algorithm (no q_len x kv_len buffer, masked key blocks skipped); the weights,
+    // the GPU schedule and the autoschedulers use the one that materializes the probabilities.
+    Func attention(const Func &q, const Func &k, const Func &v, const Expr &dk, const Expr &dv,
+                   const Expr &q_len, const Expr &kv_len, const Expr &scale, const MaskInputs &mask,
+                   Func *weights) {
+        const Target t = this->get_target();
+        if (weights == nullptr && !t.has_gpu_feature() && !this->using_autoscheduler()) {
+            const CpuScheduleKnobs knobs = resolve_cpu_knobs(cpu_knobs(), t);
+            FlashAttentionStage a = define_flash_attention(
+                q, k, v, dk, dv, q_len, kv_len, scale, mask, knobs.query_block, knobs.key_block);
+            schedule_flash_attention_cpu(a, t, knobs);
+            return a.out;
+        }
+        AttentionStage a = define_attention(q, k, v, dk, dv, q_len, kv_len, scale, mask);
+        if (weights != nullptr) *weights = a.probs;
+        if (this->using_autoscheduler()) return a.out;
+        if (t.has_gpu_feature()) {
+            schedule_attention_gpu(a, gpu_knobs(), weights != nullptr);
+        } else {
+            schedule_attention_cpu(a, t, cpu_knobs(), weights != nullptr);
+        }
+        return a.out;
     }
 
     // Only the fused forward has GPU schedules: the C API runs sdpa and linear on the CPU.
@@ -120,11 +147,11 @@ class SdpaGenerator : public AttngenGenerator<SdpaGenerator> {
 
     void generate() {
         require_cpu_target();
-        AttentionStage a = define_attention(bounded(q), bounded(k), bounded(v), q.dim(0).extent(),
-                                            v.dim(0).extent(), q.dim(1).extent(), k.dim(1).extent(),
-                                            scale, mask_inputs());
-        output = a.out;
-        if (weights) *weights = a.probs;
+        Func probs;
+        output = attention(bounded(q), bounded(k), bounded(v), q.dim(0).extent(), v.dim(0).extent(),
+                           q.dim(1).extent(), k.dim(1).extent(), scale, mask_inputs(),
+                           weights ? &probs : nullptr);
+        if (weights) *weights = probs;
 
         q.set_estimates({{0, kEstHeadDim}, {0, kEstLen}, {0, kEstHeads}, {0, kEstBatch}});
         k.set_estimates({{0, kEstHeadDim}, {0, kEstLen}, {0, kEstHeads}, {0, kEstBatch}});
@@ -134,10 +161,6 @@ class SdpaGenerator : public AttngenGenerator<SdpaGenerator> {
         output.set_estimates({{0, kEstHeadDim}, {0, kEstLen}, {0, kEstHeads}, {0, kEstBatch}});
         if (weights) {
             weights->set_estimates({{0, kEstLen}, {0, kEstLen}, {0, kEstHeads}, {0, kEstBatch}});
-        }
-
-        if (!using_autoscheduler()) {
-            schedule_attention_cpu(a, get_target(), cpu_knobs(), weights != nullptr);
         }
     }
 };
@@ -190,29 +213,29 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         Func qh = split_heads("q_heads", pq.result, hd);
         Func kh = split_heads("k_heads", pk.result, hd);
         Func vh = split_heads("v_heads", pv.result, hd);
-        AttentionStage a = define_attention(qh, kh, vh, hd, hd, q_len, kv_len, scale, mask);
+        Func probs;
+        Func attention_out =
+            attention(qh, kh, vh, hd, hd, q_len, kv_len, scale, mask, weights ? &probs : nullptr);
 
         // The output projection reads the per-head attention output as (d, h, l, b): the head
         // merge is the reduction's index order, not a copy.
         Func merged("merged_heads");
         Var d("d"), g("g"), l("l"), b("b");
-        merged(d, g, l, b) = a.out(d, l, g, b);
+        merged(d, g, l, b) = attention_out(d, l, g, b);
         ProjectionStage po =
             define_projection("out_proj", merged, hd, heads, q_len, bounded(wo_t), bounded(bo));
         output = po.result;
-        if (weights) *weights = a.probs;
+        if (weights) *weights = probs;
 
         set_all_estimates();
         if (using_autoscheduler()) return;
         const Target t = get_target();
-        if (t.has_gpu_feature()) {
-            const GpuScheduleKnobs knobs = gpu_knobs();
-            for (ProjectionStage *p : {&pq, &pk, &pv, &po}) schedule_projection_gpu(*p, knobs);
-            schedule_attention_gpu(a, knobs, weights != nullptr);
-        } else {
-            const CpuScheduleKnobs knobs = cpu_knobs();
-            for (ProjectionStage *p : {&pq, &pk, &pv, &po}) schedule_projection_cpu(*p, t, knobs);
-            schedule_attention_cpu(a, t, knobs, weights != nullptr);
+        for (ProjectionStage *p : {&pq, &pk, &pv, &po}) {
+            if (t.has_gpu_feature()) {
+                schedule_projection_gpu(*p, gpu_knobs());
+            } else {
+                schedule_projection_cpu(*p, t, cpu_knobs());
+            }
         }
     }
 

@@ -39,6 +39,34 @@ void schedule_register_tile(Stage update, const Var &columns, const Var &rows,
         .unroll(ri);
 }
 
+// The same register tile for a reduction computed inside a larger loop nest (a block of
+// attention): a wrapper Func covers the region `at` needs in whole tiles, and the reduction is
+// computed per tile into a buffer of constant size, fully unrolled, which LLVM keeps in
+// registers. (Scheduled directly at `at`, the accumulators of the probs x values tile stayed in
+// memory: a load, an FMA and a store per step, which perf showed as half the kernel's time.)
+void schedule_register_tile_at(Func acc, const LoopLevel &at, const Var &columns, const Var &rows,
+                               const RVar &reduction, int vectors, int rows_per_tile, int vec) {
+    const int tile_columns = vectors * vec;
+    Func tile = acc.in();
+    Var co("co"), ci("ci"), ro("ro"), ri("ri");
+    tile.compute_at(at)
+        .tile(columns, rows, co, ro, ci, ri, tile_columns, rows_per_tile, TailStrategy::RoundUp)
+        .reorder(ci, ri, co, ro)
+        .vectorize(ci, vec);
+    Var cv("cv"), cl("cl");
+    acc.compute_at(tile, co)
+        .bound_extent(columns, tile_columns)
+        .bound_extent(rows, rows_per_tile)
+        .vectorize(columns, vec)
+        .unroll(rows);
+    acc.update()
+        .split(columns, cv, cl, vec)
+        .reorder(cl, cv, rows, reduction)
+        .vectorize(cl)
+        .unroll(cv)
+        .unroll(rows);
+}
+
 }  // namespace
 
 CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
@@ -58,6 +86,7 @@ CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
     k.score_rows = pick(k.score_rows, 4);
     k.out_vectors = pick(k.out_vectors, wide_register_file && narrow_vectors ? 4 : 2);
     k.out_rows = pick(k.out_rows, 4);
+    k.key_block = pick(k.key_block, 128);
     return k;
 }
 
@@ -152,6 +181,44 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
     a.out_acc.compute_at(a.out, task).vectorize(c, vec, TailStrategy::RoundUp);
     schedule_register_tile(a.out_acc.update(), c, i, a.r_keys, knobs.out_vectors, knobs.out_rows,
                            vec);
+}
+
+void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
+                                  const CpuScheduleKnobs &requested) {
+    const CpuScheduleKnobs knobs = resolve_cpu_knobs(requested, target);
+    const int vec = vector_width(target);
+    const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u, &jj = a.jj, &ii = a.ii;
+
+    Var hb("hb");
+    a.k_packed.compute_root().fuse(h, b, hb).parallel(hb).vectorize(j, vec);
+    a.v_packed.compute_root().fuse(h, b, hb).parallel(hb).vectorize(c, vec);
+
+    // One parallel task per query block (of every head and batch); the running state of the
+    // block's queries lives for the task, and everything of one key block for one step of it.
+    Var task = split_query_blocks(a.out, i, h, b, a.query_block);
+    a.out.compute_root().vectorize(c, vec, TailStrategy::GuardWithIf);
+    a.state.compute_at(a.out, task).vectorize(c, vec, TailStrategy::RoundUp);
+    a.state.update().reorder(c, ii, a.r_blocks).vectorize(c, vec, TailStrategy::RoundUp);
+    const LoopLevel key_block_step(a.state, a.r_blocks);
+
+    // Score register tile: score_vectors vectors of keys by score_rows queries, with the dot
+    // product over d outside it.
+    schedule_register_tile_at(a.score, key_block_step, j, i, a.r_dot, knobs.score_vectors,
+                              knobs.score_rows, vec);
+    for (Func f : {a.max_lanes, a.sum_lanes}) {
+        f.compute_at(key_block_step).vectorize(u, vec);
+        f.update().vectorize(u, vec);
+    }
+    a.block_max.compute_at(key_block_step);
+    a.block_sum.compute_at(key_block_step);
+    a.block_probs.compute_at(key_block_step).vectorize(jj, vec);
+
+    // probs x values register tile: out_vectors vectors of features by out_rows queries, with
+    // the sum over the block's keys outside it.
+    schedule_register_tile_at(a.block_out, key_block_step, c, i, a.r_block_keys, knobs.out_vectors,
+                              knobs.out_rows, vec);
+    // One key block per step: a constant-size tile that LLVM can keep in registers.
+    a.block_out.bound_extent(a.kb, 1);
 }
 
 }  // namespace attngen

@@ -19,6 +19,7 @@ struct CpuScheduleKnobs {
     int score_rows = 0;     // queries in a score register tile
     int out_vectors = 0;    // vectors across value features in a probs x values register tile
     int out_rows = 0;       // queries in a probs x values register tile
+    int key_block = 0;      // keys per block of the flash attention (a multiple of 16)
 };
 
 // Replaces every 0 knob by the value for the target's register file and vector width.
@@ -33,6 +34,12 @@ void schedule_projection_cpu(ProjectionStage &p, const Halide::Target &target,
 // pipeline output as well.
 void schedule_attention_cpu(AttentionStage &a, const Halide::Target &target,
                             const CpuScheduleKnobs &knobs, bool weights_output);
+
+// Schedules the flash attention stages; a.out must be computed at root (it is a pipeline
+// output or the input of the output projection). The query and key blocks are those the
+// algorithm was defined with.
+void schedule_flash_attention_cpu(FlashAttentionStage &a, const Halide::Target &target,
+                                  const CpuScheduleKnobs &knobs);
 
 // Packs a [out, in] weight into (o, f) order for a projection, at root.
 void schedule_weight_pack_cpu(Halide::Func pack, const Halide::Target &target);

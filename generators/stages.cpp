@@ -30,6 +30,43 @@ Func split_heads(const std::string &name, const Func &projected, const Expr &hea
     return heads;
 }
 
+MaskedLogits define_masked_logits(const Func &score, const Expr &scale, const MaskInputs &mask,
+                                  const Expr &q_len, const Expr &kv_len) {
+    MaskedLogits m;
+    Var j("j"), i("i"), h("h"), b("b");
+    // Halide compiles float math with fast-math flags, under which LLVM may assume no infinity
+    // ever appears: -inf in the data is detected by its bit pattern, and masked logits use the
+    // lowest finite float instead of -inf.
+    m.masked_value = Expr(std::numeric_limits<float>::lowest());
+    const auto is_negative_infinity = [](const Expr &x) {
+        return reinterpret(UInt(32), x) == cast<uint32_t>(Expr(0xff800000u));
+    };
+    Func logit("logit");
+    m.masked = Func("masked");
+    m.masked_logit = Func("masked_logit");
+    // Mask inputs are read at a clamped query row and key: schedules compute whole register
+    // tiles of rows past q_len and whole key blocks past kv_len, and those must not read
+    // outside the mask buffers. Keys past kv_len are masked.
+    const Expr row = clamp(i, 0, q_len - 1), key = min(j, kv_len - 1);
+    logit(j, i, h, b) =
+        score(j, i, h, b) * scale + select(mask.has_additive, mask.additive(key, row, h, b), 0.0f);
+    const Expr causal_limit =
+        select(mask.causal == 1, i, mask.causal == 2, i + (kv_len - q_len), kv_len);
+    // -inf from the additive mask counts as masked, so a row of -inf yields zeros, not NaN.
+    m.masked(j, i, h, b) = j > causal_limit || j >= min(mask.kv_lengths(b), kv_len) ||
+                           (mask.has_bool_mask && mask.bool_mask(key, row, b) != 0) ||
+                           is_negative_infinity(logit(j, i, h, b));
+    m.masked_logit(j, i, h, b) = select(m.masked(j, i, h, b), m.masked_value, logit(j, i, h, b));
+    return m;
+}
+
+Expr exp_nonpositive(const Expr &x) {
+    // fast_exp is a vectorizable polynomial (about 1e-6 relative error) but returns nonsense
+    // below about -87, where float exp underflows anyway: those entries are exactly 0 (a key an
+    // additive mask of -1e9 pushes away must get weight 0, as float64 gives).
+    return select(x < -87.0f, 0.0f, fast_exp(max(x, -87.0f)));
+}
+
 AttentionStage define_attention(const Func &q, const Func &k, const Func &v, const Expr &dk,
                                 const Expr &dv, const Expr &q_len, const Expr &kv_len,
                                 const Expr &scale, const MaskInputs &mask) {
@@ -52,26 +89,10 @@ AttentionStage define_attention(const Func &q, const Func &k, const Func &v, con
     a.score(j, i, h, b) = 0.0f;
     a.score(j, i, h, b) += q(a.r_dot, clamp(i, 0, q_len - 1), h, b) * a.k_packed(j, a.r_dot, h, b);
 
-    // Halide compiles float math with fast-math flags, under which LLVM may assume no infinity
-    // ever appears: -inf in the data is detected by its bit pattern, and masked logits use the
-    // lowest finite float instead of -inf.
-    const Expr masked_value = Expr(std::numeric_limits<float>::lowest());
-    const auto is_negative_infinity = [](const Expr &x) {
-        return reinterpret(UInt(32), x) == cast<uint32_t>(Expr(0xff800000u));
-    };
-    Func logit("logit"), masked("masked"), masked_logit("masked_logit");
-    // Mask inputs are read at a clamped query row: schedules compute whole register tiles of
-    // rows past q_len, and those rows must not read outside the mask buffers.
+    const MaskedLogits logits = define_masked_logits(a.score, scale, mask, q_len, kv_len);
+    const Func &masked = logits.masked, &masked_logit = logits.masked_logit;
+    const Expr masked_value = logits.masked_value;
     const Expr row = clamp(i, 0, q_len - 1);
-    logit(j, i, h, b) =
-        a.score(j, i, h, b) * scale + select(mask.has_additive, mask.additive(j, row, h, b), 0.0f);
-    const Expr causal_limit =
-        select(mask.causal == 1, i, mask.causal == 2, i + (kv_len - q_len), kv_len);
-    // -inf from the additive mask counts as masked, so a row of -inf yields zeros, not NaN.
-    masked(j, i, h, b) = j > causal_limit || j >= mask.kv_lengths(b) ||
-                         (mask.has_bool_mask && mask.bool_mask(j, row, b) != 0) ||
-                         is_negative_infinity(logit(j, i, h, b));
-    masked_logit(j, i, h, b) = select(masked(j, i, h, b), masked_value, logit(j, i, h, b));
 
     // Row reductions keep kReductionLanes partial results (a fixed summation order for every
     // target, and whole vectors for the schedule), then combine them.
@@ -91,14 +112,10 @@ AttentionStage define_attention(const Func &q, const Func &k, const Func &v, con
     a.row_max(i, h, b) = masked_value;
     a.row_max(i, h, b) = max(a.row_max(i, h, b), a.max_lanes(a.r_lanes, i, h, b));
 
-    // fast_exp is a vectorizable polynomial (about 1e-6 relative error) but returns nonsense
-    // below about -87, where float exp underflows anyway: those entries are exactly 0 (a key an
-    // additive mask of -1e9 pushes away must get weight 0, as float64 gives). Arguments are
-    // <= 0 after the shift.
+    // Arguments are <= 0 after the shift.
     a.exp_score = Func("exp_score");
     const Expr shifted = masked_logit(j, i, h, b) - a.row_max(i, h, b);
-    a.exp_score(j, i, h, b) =
-        select(masked(j, i, h, b) || shifted < -87.0f, 0.0f, fast_exp(max(shifted, -87.0f)));
+    a.exp_score(j, i, h, b) = select(masked(j, i, h, b), 0.0f, exp_nonpositive(shifted));
 
     a.sum_lanes = Func("sum_lanes");
     a.sum_lanes(u, i, h, b) = 0.0f;

@@ -43,6 +43,20 @@ struct MaskInputs {
     Halide::Expr has_additive;
 };
 
+// The logits score * scale + additive mask, and which of them are masked (causal, key lengths,
+// boolean mask, or an additive -inf), as Funcs of (j, i, h, b). Keys past kv_len are masked.
+struct MaskedLogits {
+    Halide::Func masked;        // bool
+    Halide::Func masked_logit;  // the logit, or masked_value where masked
+    Halide::Expr masked_value;  // the lowest finite float (see stages.cpp)
+};
+MaskedLogits define_masked_logits(const Halide::Func &score, const Halide::Expr &scale,
+                                  const MaskInputs &mask, const Halide::Expr &q_len,
+                                  const Halide::Expr &kv_len);
+
+// exp(x) for x <= 0, exactly 0 where float exp underflows.
+Halide::Expr exp_nonpositive(const Halide::Expr &x);
+
 // Scaled score, masked softmax and weights x values for projected heads
 // q(d, i, h, b), k(d, j, h, b), v(c, j, h, b).
 struct AttentionStage {
@@ -71,6 +85,40 @@ AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, co
                                 const Halide::Expr &dk, const Halide::Expr &dv,
                                 const Halide::Expr &q_len, const Halide::Expr &kv_len,
                                 const Halide::Expr &scale, const MaskInputs &mask);
+
+// Attention without the weights output, as FlashAttention computes it: keys in blocks of
+// key_block, each block's softmax taken against its own maximum, and the blocks combined by an
+// online (running max, running sum) rescaling. Queries are grouped in blocks of query_block so
+// that key blocks a causal mask or the key lengths hide from a whole query block are skipped.
+// Nothing of size q_len x kv_len exists; a schedule keeps one query block x key block in cache.
+struct FlashAttentionStage {
+    Halide::Func k_packed;     // (j, d, h, b): keys transposed, readable past kv_len
+    Halide::Func v_packed;     // (c, j, h, b): values, readable past dv and kv_len
+    Halide::Func score;        // (j, i, h, b): q . k
+    Halide::Func max_lanes;    // (u, kb, i, h, b): partial maxima of a key block
+    Halide::Func block_max;    // (kb, i, h, b)
+    Halide::Func block_probs;  // (jj, kb, i, h, b): exp(logit - block_max), 0 where masked
+    Halide::Func sum_lanes;    // (u, kb, i, h, b)
+    Halide::Func block_sum;    // (kb, i, h, b)
+    Halide::Func block_out;    // (c, kb, i, h, b): block_probs x values
+    Halide::Func state;        // (c, ii, qb, h, b) -> {acc, running max, running sum}
+    Halide::Func out;          // (c, i, h, b)
+    Halide::Var j{"j"}, i{"i"}, c{"c"}, d{"d"}, h{"h"}, b{"b"}, u{"u"}, kb{"kb"}, jj{"jj"};
+    Halide::Var ii{"ii"}, qb{"qb"};
+    Halide::RDom r_dot;          // over dk
+    Halide::RDom r_block_keys;   // over the keys of a block
+    Halide::RDom r_lane_groups;  // over the groups of kReductionLanes keys of a block
+    Halide::RDom r_lanes;        // over the partial lanes
+    Halide::RDom r_blocks;       // over the key blocks a query block sees
+    int query_block = 0, key_block = 0;
+};
+
+// key_block must be a multiple of kReductionLanes.
+FlashAttentionStage define_flash_attention(const Halide::Func &q, const Halide::Func &k,
+                                           const Halide::Func &v, const Halide::Expr &dk,
+                                           const Halide::Expr &dv, const Halide::Expr &q_len,
+                                           const Halide::Expr &kv_len, const Halide::Expr &scale,
+                                           const MaskInputs &mask, int query_block, int key_block);
 
 }  // namespace attngen
 

@@ -417,8 +417,10 @@ void ExpectMatchesReferenceWithFixedTolerance(const SdpaTester &t, const SdpaTes
     for (float x : r.out) ASSERT_TRUE(std::isfinite(x)) << x;
     for (float x : r.weights) ASSERT_TRUE(std::isfinite(x)) << x;
     // Probabilities to 1e-6 (fast exp, float sums); outputs are averages of values in [-1, 1].
-    EXPECT_TRUE(AllClose("weights", {s.batch, s.heads, s.q_len, s.kv_len}, ref.weights,
-                         r.weights.data(), {{1e-6}, 1e-5, "fixed: probabilities"}));
+    if (!r.weights.empty()) {
+        EXPECT_TRUE(AllClose("weights", {s.batch, s.heads, s.q_len, s.kv_len}, ref.weights,
+                             r.weights.data(), {{1e-6}, 1e-5, "fixed: probabilities"}));
+    }
     EXPECT_TRUE(AllClose("out", {s.batch, s.heads, s.q_len, s.dv}, ref.out, r.out.data(),
                          {{1e-5}, 1e-5, "fixed: averages of values in [-1, 1]"}));
     (void)t;
@@ -443,10 +445,12 @@ TEST(NumericsExtremeLogits, PlusMinus1e30AndFloatMaxAdditiveEntries) {
     const SdpaTester::Run r = t.with_weights(true).Execute();
     ASSERT_EQ(r.status, ATTNGEN_OK) << attngen_last_error();
     ExpectMatchesReferenceWithFixedTolerance(t, r, s);
-    // Without the weights output the kernel takes another path (blocked over queries).
+    // Without the weights output the kernel takes the flash path (key blocks, online softmax),
+    // which rounds differently but must meet the same bound.
     const SdpaTester::Run plain = t.with_weights(false).Execute();
     ASSERT_EQ(plain.status, ATTNGEN_OK) << attngen_last_error();
-    EXPECT_TRUE(BitIdentical("out without weights", plain.out, r.out));
+    ASSERT_TRUE(plain.weights.empty());
+    ExpectMatchesReferenceWithFixedTolerance(t, plain, s);
 }
 
 TEST(NumericsExtremeLogits, MhaWithPlusMinus1e30AdditiveMask) {

@@ -1,0 +1,110 @@
+#include <string>
+
+#include "layout.h"
+#include "stages.h"
+
+namespace attngen {
+
+using namespace Halide;
+
+FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const Func &v,
+                                           const Expr &dk, const Expr &dv, const Expr &q_len,
+                                           const Expr &kv_len, const Expr &scale,
+                                           const MaskInputs &mask, int query_block, int key_block) {
+    if (query_block <= 0 || key_block <= 0 || key_block % kReductionLanes != 0) {
+        throw CompileError(
+            "flash attention needs query_block > 0 and key_block a positive "
+            "multiple of " +
+            std::to_string(kReductionLanes) + "; got " + std::to_string(query_block) + " and " +
+            std::to_string(key_block));
+    }
+    FlashAttentionStage a;
+    a.query_block = query_block;
+    a.key_block = key_block;
+    const Var &j = a.j, &i = a.i, &c = a.c, &d = a.d, &h = a.h, &b = a.b, &u = a.u;
+    const Var &kb = a.kb, &jj = a.jj, &ii = a.ii, &qb = a.qb;
+
+    // Packing clamps the indices a schedule rounds up (whole vectors of features, the last key
+    // block), so no read leaves the inputs.
+    const Expr key_row = clamp(j, 0, kv_len - 1);
+    a.k_packed = Func("k_packed");
+    a.k_packed(j, d, h, b) = k(d, key_row, h, b);
+    a.v_packed = Func("v_packed");
+    a.v_packed(c, j, h, b) = v(clamp(c, 0, dv - 1), key_row, h, b);
+
+    a.r_dot = RDom(0, dk, "r_dot");
+    a.score = Func("score");
+    a.score(j, i, h, b) = 0.0f;
+    a.score(j, i, h, b) += q(a.r_dot, clamp(i, 0, q_len - 1), h, b) * a.k_packed(j, a.r_dot, h, b);
+    const MaskedLogits logits = define_masked_logits(a.score, scale, mask, q_len, kv_len);
+    const Expr lowest = logits.masked_value;
+    const Expr key = kb * key_block + jj;
+
+    // The softmax of one key block against its own maximum. Partial maxima and sums in
+    // kReductionLanes lanes fix the order of the additions for every target.
+    a.r_lane_groups = RDom(0, key_block / kReductionLanes, "r_lane_groups");
+    a.r_lanes = RDom(0, kReductionLanes, "r_lanes");
+    const Expr lane_key = kb * key_block + a.r_lane_groups * kReductionLanes + u;
+    a.max_lanes = Func("max_lanes");
+    a.max_lanes(u, kb, i, h, b) = lowest;
+    a.max_lanes(u, kb, i, h, b) =
+        max(a.max_lanes(u, kb, i, h, b), logits.masked_logit(lane_key, i, h, b));
+    a.block_max = Func("block_max");
+    a.block_max(kb, i, h, b) = lowest;
+    a.block_max(kb, i, h, b) = max(a.block_max(kb, i, h, b), a.max_lanes(a.r_lanes, kb, i, h, b));
+
+    a.block_probs = Func("block_probs");
+    a.block_probs(jj, kb, i, h, b) =
+        select(logits.masked(key, i, h, b), 0.0f,
+               exp_nonpositive(logits.masked_logit(key, i, h, b) - a.block_max(kb, i, h, b)));
+    a.sum_lanes = Func("sum_lanes");
+    a.sum_lanes(u, kb, i, h, b) = 0.0f;
+    a.sum_lanes(u, kb, i, h, b) +=
+        a.block_probs(a.r_lane_groups * kReductionLanes + u, kb, i, h, b);
+    a.block_sum = Func("block_sum");
+    a.block_sum(kb, i, h, b) = 0.0f;
+    a.block_sum(kb, i, h, b) += a.sum_lanes(a.r_lanes, kb, i, h, b);
+
+    a.r_block_keys = RDom(0, key_block, "r_block_keys");
+    a.block_out = Func("block_out");
+    a.block_out(c, kb, i, h, b) = 0.0f;
+    a.block_out(c, kb, i, h, b) += a.block_probs(a.r_block_keys, kb, i, h, b) *
+                                   a.v_packed(c, kb * key_block + a.r_block_keys, h, b);
+
+    // The online combination over key blocks, per query block qb. A key block is visited only
+    // if some query of the block may see some key in it: its first key is within the causal
+    // limit of the block's last query and below the batch's key length. Halide skips the
+    // block's producers with it, so a causal mask halves the work instead of masking it.
+    const Expr row = qb * query_block + ii;
+    const Expr last_row = min(qb * query_block + (query_block - 1), q_len - 1);
+    const Expr last_key = select(mask.causal == 1, last_row, mask.causal == 2,
+                                 last_row + (kv_len - q_len), kv_len - 1);
+    const Expr num_blocks = (kv_len + (key_block - 1)) / key_block;
+    a.r_blocks = RDom(0, num_blocks, "r_blocks");
+    const Expr first_key = a.r_blocks * key_block;
+    a.r_blocks.where(first_key <= last_key && first_key < mask.kv_lengths(b));
+
+    a.state = Func("flash_state");
+    a.state(c, ii, qb, h, b) = {0.0f, lowest, 0.0f};
+    const Expr acc = a.state(c, ii, qb, h, b)[0];
+    const Expr running_max = a.state(c, ii, qb, h, b)[1];
+    const Expr running_sum = a.state(c, ii, qb, h, b)[2];
+    const Expr this_max = a.block_max(a.r_blocks, row, h, b);
+    const Expr new_max = max(running_max, this_max);
+    // Both shifts are <= 0; a running max still at `lowest` (nothing seen yet) has acc and sum
+    // 0, so its factor does not matter as long as it is finite.
+    const Expr old_factor = exp_nonpositive(running_max - new_max);
+    const Expr this_factor = exp_nonpositive(this_max - new_max);
+    a.state(c, ii, qb, h, b) = {
+        acc * old_factor + a.block_out(c, a.r_blocks, row, h, b) * this_factor, new_max,
+        running_sum * old_factor + a.block_sum(a.r_blocks, row, h, b) * this_factor};
+
+    // A fully masked row has sum 0 and output 0.
+    a.out = Func("attention_out");
+    const Expr final_sum = a.state(c, i % query_block, i / query_block, h, b)[2];
+    a.out(c, i, h, b) = a.state(c, i % query_block, i / query_block, h, b)[0] *
+                        select(final_sum > 0.0f, 1.0f / final_sum, 0.0f);
+    return a;
+}
+
+}  // namespace attngen

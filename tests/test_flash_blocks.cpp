@@ -1,0 +1,99 @@
+// The attention path without a weights output works on query blocks and key blocks (an online
+// softmax over key blocks, and key blocks a causal mask hides from a whole query block are
+// skipped). These tests put q_len, kv_len, the causal diagonal and the key lengths on each side
+// of the block sizes a schedule may use (32..128 queries, 64..256 keys), against the float64
+// reference.
+#include "sdpa_tester.h"
+#include "test_util.h"
+
+#include <attngen/attngen.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace attngen_test {
+namespace {
+
+struct BlockCase {
+    int q_len, kv_len;
+    attngen_causal causal;
+};
+
+std::string CaseName(const ::testing::TestParamInfo<BlockCase> &info) {
+    const BlockCase &c = info.param;
+    const char *causal = c.causal == ATTNGEN_CAUSAL_NONE       ? "NoCausal"
+                         : c.causal == ATTNGEN_CAUSAL_TOP_LEFT ? "TopLeft"
+                                                               : "BottomRight";
+    return std::string(causal) + "_q" + std::to_string(c.q_len) + "_kv" + std::to_string(c.kv_len);
+}
+
+std::vector<BlockCase> BlockCases() {
+    std::vector<BlockCase> cases;
+    for (attngen_causal causal :
+         {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_TOP_LEFT, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
+        for (int q_len : {1, 33, 127, 129, 200}) {
+            for (int kv_len : {63, 65, 127, 128, 129, 257, 300}) {
+                cases.push_back({q_len, kv_len, causal});
+            }
+        }
+    }
+    return cases;
+}
+
+class FlashBlocks : public ::testing::TestWithParam<BlockCase> {};
+
+TEST_P(FlashBlocks, MatchesReference) {
+    const BlockCase &c = GetParam();
+    SdpaTester()
+        .batch(1)
+        .heads(2)
+        .q_len(c.q_len)
+        .kv_len(c.kv_len)
+        .dk(8)
+        .dv(8)
+        .causal(c.causal)
+        .Test();
+}
+
+INSTANTIATE_TEST_SUITE_P(QueryAndKeyBlocks, FlashBlocks, ::testing::ValuesIn(BlockCases()),
+                         CaseName);
+
+// Key lengths that end just before, at and just after a key block, and zero, with a causal mask
+// in the same batch.
+TEST(FlashBlocks, KeyLengthsAtBlockEdges) {
+    for (attngen_causal causal : {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
+        SCOPED_TRACE(int(causal));
+        SdpaTester()
+            .batch(7)
+            .heads(1)
+            .q_len(70)
+            .kv_len(300)
+            .dk(8)
+            .dv(8)
+            .causal(causal)
+            .kv_lengths({0, 1, 63, 64, 127, 128, 129})
+            .Test();
+    }
+}
+
+// A row whose largest logit is in a late key block: every earlier block's partial result must
+// be rescaled by the new maximum, by a factor that underflows to exactly 0.
+TEST(FlashBlocks, MaximumInTheLastKeyBlock) {
+    const int q_len = 3, kv_len = 300;
+    std::vector<float> additive(size_t(q_len) * kv_len, 0.0f);
+    for (int i = 0; i < q_len; ++i) additive[size_t(i) * kv_len + kv_len - 1 - i] = 200.0f;
+    SdpaTester().q_len(q_len).kv_len(kv_len).dk(4).dv(4).additive_values(1, 1, additive).Test();
+}
+
+// Long and head_dim 64, as the benchmarks' long shapes, with both causal kinds.
+TEST(FlashBlocks, LongCausalHeadDim64) {
+    for (attngen_causal causal : {ATTNGEN_CAUSAL_TOP_LEFT, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
+        SCOPED_TRACE(int(causal));
+        SdpaTester().batch(1).heads(2).q_len(385).kv_len(515).dk(64).dv(64).causal(causal).Test();
+    }
+}
+
+}  // namespace
+}  // namespace attngen_test
