@@ -205,6 +205,11 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // product over d outside it.
     schedule_register_tile_at(a.score, key_block_step, j, i, a.r_dot, knobs.score_vectors,
                               knobs.score_rows, vec);
+    // Without a boolean or additive mask, a specialization drops their loads; with one, the
+    // clamp of the last block's keys is partitioned out of the others (likely() in stages.cpp).
+    a.block_logits.compute_at(key_block_step)
+        .vectorize(jj, vec)
+        .specialize(!a.mask.has_additive && !a.mask.has_bool_mask);
     for (Func f : {a.max_lanes, a.sum_lanes}) {
         f.compute_at(key_block_step).vectorize(u, vec);
         f.update().vectorize(u, vec);

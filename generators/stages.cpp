@@ -47,7 +47,8 @@ MaskedLogits define_masked_logits(const Func &score, const Expr &scale, const Ma
     // Mask inputs are read at a clamped query row and key: schedules compute whole register
     // tiles of rows past q_len and whole key blocks past kv_len, and those must not read
     // outside the mask buffers. Keys past kv_len are masked.
-    const Expr row = clamp(i, 0, q_len - 1), key = min(j, kv_len - 1);
+    // likely() lets loop partitioning drop the clamp from every key block but the last.
+    const Expr row = clamp(i, 0, q_len - 1), key = min(likely(j), kv_len - 1);
     logit(j, i, h, b) =
         score(j, i, h, b) * scale + select(mask.has_additive, mask.additive(key, row, h, b), 0.0f);
     const Expr causal_limit =

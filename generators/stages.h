@@ -92,17 +92,18 @@ AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, co
 // that key blocks a causal mask or the key lengths hide from a whole query block are skipped.
 // Nothing of size q_len x kv_len exists; a schedule keeps one query block x key block in cache.
 struct FlashAttentionStage {
-    Halide::Func k_packed;     // (j, d, h, b): keys transposed, readable past kv_len
-    Halide::Func v_packed;     // (c, j, h, b): values, readable past dv and kv_len
-    Halide::Func score;        // (j, i, h, b): q . k
-    Halide::Func max_lanes;    // (u, kb, i, h, b): partial maxima of a key block
-    Halide::Func block_max;    // (kb, i, h, b)
-    Halide::Func block_probs;  // (jj, kb, i, h, b): exp(logit - block_max), 0 where masked
-    Halide::Func sum_lanes;    // (u, kb, i, h, b)
-    Halide::Func block_sum;    // (kb, i, h, b)
-    Halide::Func block_out;    // (c, kb, i, h, b): block_probs x values
-    Halide::Func state;        // (c, ii, qb, h, b) -> {acc, running max, running sum}
-    Halide::Func out;          // (c, i, h, b)
+    Halide::Func k_packed;      // (j, d, h, b): keys transposed, readable past kv_len
+    Halide::Func v_packed;      // (c, j, h, b): values, readable past dv and kv_len
+    Halide::Func score;         // (j, i, h, b): q . k
+    Halide::Func block_logits;  // (jj, kb, i, h, b) -> {masked logit, masked (uint8)}
+    Halide::Func max_lanes;     // (u, kb, i, h, b): partial maxima of a key block
+    Halide::Func block_max;     // (kb, i, h, b)
+    Halide::Func block_probs;   // (jj, kb, i, h, b): exp(logit - block_max), 0 where masked
+    Halide::Func sum_lanes;     // (u, kb, i, h, b)
+    Halide::Func block_sum;     // (kb, i, h, b)
+    Halide::Func block_out;     // (c, kb, i, h, b): block_probs x values
+    Halide::Func state;         // (c, ii, qb, h, b) -> {acc, running max, running sum}
+    Halide::Func out;           // (c, i, h, b)
     Halide::Var j{"j"}, i{"i"}, c{"c"}, d{"d"}, h{"h"}, b{"b"}, u{"u"}, kb{"kb"}, jj{"jj"};
     Halide::Var ii{"ii"}, qb{"qb"};
     Halide::RDom r_dot;          // over dk
@@ -111,6 +112,7 @@ struct FlashAttentionStage {
     Halide::RDom r_lanes;        // over the partial lanes
     Halide::RDom r_blocks;       // over the key blocks a query block sees
     int query_block = 0, key_block = 0;
+    MaskInputs mask;
 };
 
 // key_block must be a multiple of kReductionLanes.

@@ -20,6 +20,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     }
     FlashAttentionStage a;
     a.query_block = query_block;
+    a.mask = mask;
     a.key_block = key_block;
     const Var &j = a.j, &i = a.i, &c = a.c, &d = a.d, &h = a.h, &b = a.b, &u = a.u;
     const Var &kb = a.kb, &jj = a.jj, &ii = a.ii, &qb = a.qb;
@@ -39,24 +40,30 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     const MaskedLogits logits = define_masked_logits(a.score, scale, mask, q_len, kv_len);
     const Expr lowest = logits.masked_value;
     const Expr key = kb * key_block + jj;
+    // The block's logits and mask bits, once: both passes below read them.
+    a.block_logits = Func("block_logits");
+    a.block_logits(jj, kb, i, h, b) = {logits.masked_logit(key, i, h, b),
+                                       cast<uint8_t>(logits.masked(key, i, h, b))};
+    const auto logit_at = [&](const Expr &key_in_block) {
+        return a.block_logits(key_in_block, kb, i, h, b)[0];
+    };
 
     // The softmax of one key block against its own maximum. Partial maxima and sums in
     // kReductionLanes lanes fix the order of the additions for every target.
     a.r_lane_groups = RDom(0, key_block / kReductionLanes, "r_lane_groups");
     a.r_lanes = RDom(0, kReductionLanes, "r_lanes");
-    const Expr lane_key = kb * key_block + a.r_lane_groups * kReductionLanes + u;
+    const Expr lane_key = a.r_lane_groups * kReductionLanes + u;
     a.max_lanes = Func("max_lanes");
     a.max_lanes(u, kb, i, h, b) = lowest;
-    a.max_lanes(u, kb, i, h, b) =
-        max(a.max_lanes(u, kb, i, h, b), logits.masked_logit(lane_key, i, h, b));
+    a.max_lanes(u, kb, i, h, b) = max(a.max_lanes(u, kb, i, h, b), logit_at(lane_key));
     a.block_max = Func("block_max");
     a.block_max(kb, i, h, b) = lowest;
     a.block_max(kb, i, h, b) = max(a.block_max(kb, i, h, b), a.max_lanes(a.r_lanes, kb, i, h, b));
 
     a.block_probs = Func("block_probs");
     a.block_probs(jj, kb, i, h, b) =
-        select(logits.masked(key, i, h, b), 0.0f,
-               exp_nonpositive(logits.masked_logit(key, i, h, b) - a.block_max(kb, i, h, b)));
+        select(a.block_logits(jj, kb, i, h, b)[1] != 0, 0.0f,
+               exp_nonpositive(logit_at(jj) - a.block_max(kb, i, h, b)));
     a.sum_lanes = Func("sum_lanes");
     a.sum_lanes(u, kb, i, h, b) = 0.0f;
     a.sum_lanes(u, kb, i, h, b) +=
