@@ -11,13 +11,11 @@ namespace {
 // padding (64 floats), which 1, 2 and 4 do for 4-, 8- and 16-float vectors.
 const std::map<std::string, std::vector<int>> &cpu_knob_values() {
     static const std::map<std::string, std::vector<int>> values = {
-        {"gemm_vectors", {1, 2, 4}},
-        {"gemm_rows", {2, 4, 6, 8, 12}},
-        {"query_block", {8, 16, 32, 64, 128}},
-        {"score_vectors", {1, 2, 4}},
-        {"score_rows", {2, 4, 6, 8}},
-        {"out_vectors", {1, 2, 4}},
-        {"out_rows", {2, 4, 6, 8}},
+        {"gemm_vectors", {1, 2, 4}},          {"gemm_rows", {2, 4, 6, 8, 12}},
+        {"gemm_row_tiles", {1, 2, 4, 8, 16}}, {"query_block", {8, 16, 32, 64, 128}},
+        {"score_vectors", {1, 2, 4}},         {"score_rows", {2, 4, 6, 8}},
+        {"out_vectors", {1, 2, 4}},           {"out_rows", {2, 4, 6, 8}},
+        {"key_block", {64, 128, 256}},
     };
     return values;
 }

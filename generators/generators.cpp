@@ -24,6 +24,7 @@ class AttngenGenerator : public Generator<T> {
     // 0 = derived from the target (resolve_cpu_knobs in schedule_cpu.cpp).
     GeneratorParam<int> gemm_vectors{"gemm_vectors", 0, 0, 8};
     GeneratorParam<int> gemm_rows{"gemm_rows", 0, 0, 16};
+    GeneratorParam<int> gemm_row_tiles{"gemm_row_tiles", 0, 0, 64};
     GeneratorParam<int> query_block{"query_block", 0, 0, 512};
     GeneratorParam<int> score_vectors{"score_vectors", 0, 0, 4};
     GeneratorParam<int> score_rows{"score_rows", 0, 0, 8};
@@ -40,6 +41,7 @@ class AttngenGenerator : public Generator<T> {
         CpuScheduleKnobs k;
         k.gemm_vectors = gemm_vectors;
         k.gemm_rows = gemm_rows;
+        k.gemm_row_tiles = gemm_row_tiles;
         k.query_block = query_block;
         k.score_vectors = score_vectors;
         k.score_rows = score_rows;

@@ -81,6 +81,7 @@ CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
     const auto pick = [](int knob, int fallback) { return knob > 0 ? knob : fallback; };
     k.gemm_vectors = pick(k.gemm_vectors, narrow_vectors && wide_register_file ? 4 : 2);
     k.gemm_rows = pick(k.gemm_rows, wide_register_file && !narrow_vectors ? 12 : 6);
+    k.gemm_row_tiles = pick(k.gemm_row_tiles, 4);
     k.query_block = pick(k.query_block, 32);
     k.score_vectors = pick(k.score_vectors, wide_register_file && narrow_vectors ? 4 : 2);
     k.score_rows = pick(k.score_rows, 4);
@@ -102,21 +103,30 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     }
     const int tile_l = knobs.gemm_rows;
 
-    Var oo("oo"), oi("oi"), lo("lo"), li("li"), rows("rows");
+    Var oo("oo"), oi("oi"), lo("lo"), li("li"), lb("lb"), rows("rows");
     // Exact tails on the result (it may be an output); the accumulator always covers a whole
     // register tile, which is safe because weights are padded and input rows are clamped.
+    // Rows go in blocks of gemm_row_tiles register tiles, with the blocks parallel and the
+    // tiles of a block innermost: one tile_o-wide panel of weights (tile_o x in floats, 192 KiB
+    // for 768 inputs) is read from L3 once per block and from L2 by the block's other tiles,
+    // instead of the whole weight matrix streaming from L3 for every tile of rows.
+    // (Splitting the tile loop again, instead of the rows, gave Halide a loose bound on the
+    // batch index of the fused loop, and reads before the input.)
+    Var lr("lr");
     p.result.compute_root()
-        .tile(p.o, p.l, oo, lo, oi, li, tile_o, tile_l, TailStrategy::GuardWithIf)
-        .reorder(oi, li, oo, lo, p.b)
+        .split(p.o, oo, oi, tile_o, TailStrategy::GuardWithIf)
+        .split(p.l, lb, lr, tile_l * knobs.gemm_row_tiles, TailStrategy::GuardWithIf)
+        .split(lr, lo, li, tile_l, TailStrategy::GuardWithIf)
+        .reorder(oi, li, lo, oo, lb, p.b)
         .vectorize(oi, vec, TailStrategy::GuardWithIf)
-        .fuse(lo, p.b, rows)
+        .fuse(lb, p.b, rows)
         .parallel(rows);
 
     // The register tile: tile_o / vec vectors by tile_l rows of accumulators, with the
     // reduction outside it, so each step loads tile_o / vec weight vectors and broadcasts
     // tile_l inputs into tile_o / vec * tile_l FMAs.
     Var ov("ov"), ol("ol");
-    p.acc.compute_at(p.result, oo)
+    p.acc.compute_at(p.result, lo)
         .bound_extent(p.o, tile_o)
         .bound_extent(p.l, tile_l)
         .vectorize(p.o, vec)
