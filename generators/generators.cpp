@@ -26,6 +26,7 @@ class AttngenGenerator : public Generator<T> {
     GeneratorParam<int> gemm_rows{"gemm_rows", 0, 0, 16};
     GeneratorParam<int> gemm_row_tiles{"gemm_row_tiles", 0, 0, 64};
     GeneratorParam<int> query_block{"query_block", 0, 0, 512};
+    GeneratorParam<int> long_query_block{"long_query_block", 0, 0, 512};
     GeneratorParam<int> score_vectors{"score_vectors", 0, 0, 4};
     GeneratorParam<int> score_rows{"score_rows", 0, 0, 8};
     GeneratorParam<int> out_vectors{"out_vectors", 0, 0, 4};
@@ -43,6 +44,7 @@ class AttngenGenerator : public Generator<T> {
         k.gemm_rows = gemm_rows;
         k.gemm_row_tiles = gemm_row_tiles;
         k.query_block = query_block;
+        k.long_query_block = long_query_block;
         k.score_vectors = score_vectors;
         k.score_rows = score_rows;
         k.out_vectors = out_vectors;
@@ -78,8 +80,9 @@ class AttngenGenerator : public Generator<T> {
         const Target t = this->get_target();
         if (weights == nullptr && !t.has_gpu_feature() && !this->using_autoscheduler()) {
             const CpuScheduleKnobs knobs = resolve_cpu_knobs(cpu_knobs(), t);
-            FlashAttentionStage a = define_flash_attention(
-                q, k, v, dk, dv, q_len, kv_len, scale, mask, knobs.query_block, knobs.key_block);
+            FlashAttentionStage a =
+                define_flash_attention(q, k, v, dk, dv, q_len, kv_len, scale, mask,
+                                       knobs.query_block, knobs.long_query_block, knobs.key_block);
             schedule_flash_attention_cpu(a, t, knobs);
             return a.out;
         }

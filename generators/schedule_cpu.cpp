@@ -1,5 +1,7 @@
 #include "schedule_cpu.h"
 
+#include <algorithm>
+
 #include "layout.h"
 
 namespace attngen {
@@ -14,13 +16,34 @@ int vector_width(const Target &target) {
 
 // Parallel tasks over (query block, head, batch): enough of them to fill the cores even at
 // batch 1 with a single head (long sequences), each one small enough to stay in L2.
-Var split_query_blocks(Func f, const Var &row, const Var &h, const Var &b, int query_block) {
+Var split_query_blocks(Func f, const Var &row, const Var &h, const Var &b,
+                       const Expr &query_block) {
     Var block("block"), row_in_block("row_in_block"), task("task");
     f.split(row, block, row_in_block, query_block, TailStrategy::GuardWithIf)
         .fuse(block, h, task)
         .fuse(task, b, task)
         .parallel(task);
     return task;
+}
+
+// A transposing copy, f(x, y) = g(y, x) with y dense in g: square tiles vectorized in both
+// dimensions, so Halide loads whole rows of the source and transposes them with shuffles.
+// Vectorized along x alone, every lane was a separate scalar load (a gather emulated with
+// vpextrd/vinsertps, seen in the assembly). Tails are guarded: y may end inside a tile.
+void schedule_transpose(Func f, const Var &x, const Var &y, int vec) {
+    const int side = std::min(vec, 8);
+    Var xo("xo"), yo("yo"), xi("xi"), yi("yi");
+    f.tile(x, y, xo, yo, xi, yi, side, side, TailStrategy::GuardWithIf).vectorize(xi).vectorize(yi);
+}
+
+// Keys transposed to (j, d, h, b) and values copied to (c, j, h, b), at root, one task per head
+// and batch.
+void schedule_key_value_packing(Func k_packed, Func v_packed, int vec) {
+    const std::vector<Var> k = k_packed.args(), v = v_packed.args();
+    Var hb("hb");
+    k_packed.compute_root().fuse(k[2], k[3], hb).parallel(hb);
+    schedule_transpose(k_packed, k[0], k[1], vec);
+    v_packed.compute_root().fuse(v[2], v[3], hb).parallel(hb).vectorize(v[0], vec);
 }
 
 // A register-blocked reduction: `vectors` vectors along `columns` by `rows` rows of
@@ -88,6 +111,7 @@ CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
     k.out_vectors = pick(k.out_vectors, wide_register_file && narrow_vectors ? 4 : 2);
     k.out_rows = pick(k.out_rows, 4);
     k.key_block = pick(k.key_block, 128);
+    k.long_query_block = pick(k.long_query_block, 128);
     return k;
 }
 
@@ -141,7 +165,9 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
 
 void schedule_weight_pack_cpu(Func pack, const Target &target) {
     const Var o = pack.args()[0], f = pack.args()[1];
-    pack.compute_root().parallel(f).vectorize(o, vector_width(target));
+    Var fo("fo");
+    pack.compute_root().split(f, fo, f, 64, TailStrategy::GuardWithIf).parallel(fo);
+    schedule_transpose(pack, o, f, vector_width(target));
 }
 
 void schedule_attention_cpu(AttentionStage &a, const Target &target,
@@ -150,9 +176,7 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
     const int vec = vector_width(target);
     const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
 
-    Var hb("hb");
-    a.k_packed.compute_root().fuse(a.h, a.b, hb).parallel(hb).vectorize(j, vec);
-    a.v_packed.compute_root().fuse(a.h, a.b, hb).parallel(hb).vectorize(c, vec);
+    schedule_key_value_packing(a.k_packed, a.v_packed, vec);
 
     // The softmax stages are computed per query block inside the task loop of the Func that
     // consumes them, so only query_block x kv_len scores are live per task: memory grows
@@ -199,9 +223,7 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     const int vec = vector_width(target);
     const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u, &jj = a.jj, &ii = a.ii;
 
-    Var hb("hb");
-    a.k_packed.compute_root().fuse(h, b, hb).parallel(hb).vectorize(j, vec);
-    a.v_packed.compute_root().fuse(h, b, hb).parallel(hb).vectorize(c, vec);
+    schedule_key_value_packing(a.k_packed, a.v_packed, vec);
 
     // One parallel task per query block (of every head and batch); the running state of the
     // block's queries lives for the task, and everything of one key block for one step of it.

@@ -12,15 +12,16 @@ namespace attngen {
 // Tile sizes of the CPU schedules. A knob of 0 means "derive it from the target"
 // (default_cpu_knobs); the generators expose each one as a GeneratorParam.
 struct CpuScheduleKnobs {
-    int gemm_vectors = 0;    // vectors across output features in a projection register tile
-    int gemm_rows = 0;       // rows in a projection register tile
-    int gemm_row_tiles = 0;  // register tiles of rows per parallel projection task
-    int query_block = 0;     // queries per parallel attention task
-    int score_vectors = 0;   // vectors across keys in a score register tile
-    int score_rows = 0;      // queries in a score register tile
-    int out_vectors = 0;     // vectors across value features in a probs x values register tile
-    int out_rows = 0;        // queries in a probs x values register tile
-    int key_block = 0;       // keys per block of the flash attention (a multiple of 16)
+    int gemm_vectors = 0;      // vectors across output features in a projection register tile
+    int gemm_rows = 0;         // rows in a projection register tile
+    int gemm_row_tiles = 0;    // register tiles of rows per parallel projection task
+    int query_block = 0;       // queries per parallel attention task
+    int long_query_block = 0;  // the same when a head's keys and values exceed L2 (flash)
+    int score_vectors = 0;     // vectors across keys in a score register tile
+    int score_rows = 0;        // queries in a score register tile
+    int out_vectors = 0;       // vectors across value features in a probs x values register tile
+    int out_rows = 0;          // queries in a probs x values register tile
+    int key_block = 0;         // keys per block of the flash attention (a multiple of 16)
 };
 
 // Replaces every 0 knob by the value for the target's register file and vector width.

@@ -106,21 +106,26 @@ struct FlashAttentionStage {
     Halide::Func out;           // (c, i, h, b)
     Halide::Var j{"j"}, i{"i"}, c{"c"}, d{"d"}, h{"h"}, b{"b"}, u{"u"}, kb{"kb"}, jj{"jj"};
     Halide::Var ii{"ii"}, qb{"qb"};
-    Halide::RDom r_dot;          // over dk
-    Halide::RDom r_block_keys;   // over the keys of a block
-    Halide::RDom r_lane_groups;  // over the groups of kReductionLanes keys of a block
-    Halide::RDom r_lanes;        // over the partial lanes
-    Halide::RDom r_blocks;       // over the key blocks a query block sees
-    int query_block = 0, key_block = 0;
+    Halide::RDom r_dot;                   // over dk
+    Halide::RDom r_block_keys;            // over the keys of a block
+    Halide::RDom r_lane_groups;           // over the groups of kReductionLanes keys of a block
+    Halide::RDom r_lanes;                 // over the partial lanes
+    Halide::RDom r_blocks;                // over the key blocks a query block sees
+    Halide::Expr query_block, key_block;  // the sizes in use: the knobs, or less for small calls
     MaskInputs mask;
 };
+
+// Per head, keys and values beyond this many bytes are "long": query blocks of long_query_block
+// then amortize streaming them from L3 (L2 is 1-2 MiB per core on the CPUs attngen targets).
+constexpr int64_t kLongKeyValueBytes = 512 * 1024;
 
 // key_block must be a multiple of kReductionLanes.
 FlashAttentionStage define_flash_attention(const Halide::Func &q, const Halide::Func &k,
                                            const Halide::Func &v, const Halide::Expr &dk,
                                            const Halide::Expr &dv, const Halide::Expr &q_len,
                                            const Halide::Expr &kv_len, const Halide::Expr &scale,
-                                           const MaskInputs &mask, int query_block, int key_block);
+                                           const MaskInputs &mask, int query_block,
+                                           int long_query_block, int key_block);
 
 }  // namespace attngen
 

@@ -1,5 +1,6 @@
 #include "errors.h"
 
+#include "block_cache.h"
 #include "cpu_dispatch.h"
 
 #include <HalideRuntime.h>
@@ -76,6 +77,7 @@ void install_halide_error_handler() {
     std::call_once(once, [] {
         halide_set_error_handler(report_halide_error);
         install_cpu_dispatch_policy();
+        install_block_cache();
     });
 }
 

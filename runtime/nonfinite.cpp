@@ -1,6 +1,8 @@
 #include "nonfinite.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -17,11 +19,23 @@ size_t elements(const NonFiniteInputs::Tensor &t, int32_t batch) {
     return size_t(batch) * t.heads * t.len * t.width;
 }
 
-// True when every value is finite (an additive mask may also hold -inf: it masks).
+// True when every value is finite (an additive mask may also hold -inf: it masks). The test
+// is on the bits, branch-free within chunks, so the compiler vectorizes it: the per-element
+// std::isfinite loop with an early exit took 2.5% of an attngen_sdpa call at bert-512 (perf).
 bool all_finite(const float *data, size_t n, bool allow_negative_infinity) {
-    for (size_t i = 0; i < n; ++i) {
-        if (!std::isfinite(data[i]) && !(allow_negative_infinity && is_negative_infinity(data[i])))
-            return false;
+    constexpr uint32_t kExponent = 0x7f800000u, kNegativeInfinity = 0xff800000u;
+    constexpr size_t kChunk = 4096;
+    for (size_t start = 0; start < n; start += kChunk) {
+        const size_t end = std::min(n, start + kChunk);
+        uint32_t bad = 0;
+        for (size_t i = start; i < end; ++i) {
+            uint32_t bits;
+            std::memcpy(&bits, data + i, sizeof bits);
+            const bool non_finite = (bits & kExponent) == kExponent;
+            const bool allowed = allow_negative_infinity && bits == kNegativeInfinity;
+            bad |= uint32_t(non_finite && !allowed);
+        }
+        if (bad != 0) return false;
     }
     return true;
 }

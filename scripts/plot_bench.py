@@ -48,12 +48,15 @@ SCALING_SHAPES = ["bert-128", "bert-512", "gpt2-causal", "long-causal", "long-si
 
 # Full-forward series of the Google Benchmark JSON; stage benchmarks (sdpa/, linear/) do
 # different work and would not compare.
-DEFAULT_SERIES = r"^(mha_forward|baseline_[^/]*|[^/]*(mullapudi|li2018|adams2019|autosched)[^/]*)$"
+DEFAULT_SERIES = (r"^(mha_forward|baseline_[^/]*|(kernel/)?[^/]*(mullapudi|li2018|adams2019|autosched)"
+                  r"[^/]*)$")
 
 LABELS = {
     "mha_forward": "attngen",
     "baseline_openblas": "OpenBLAS baseline",
     "baseline_naive": "naive loop",
+    "kernel/Mullapudi2016": "Halide Mullapudi2016",
+    "kernel/Li2018": "Halide Li2018",
     "torch-mha": "PyTorch nn.MultiheadAttention",
     "torch-sdpa-mha": "PyTorch SDPA-MHA",
     "ort-mha": "ONNX Runtime MHA",
