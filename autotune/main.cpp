@@ -37,6 +37,7 @@ struct Options {
     size_t random_candidates = 200;
     std::string autoschedulers = "";  // default: by target family (see below)
     bool autoschedulers_given = false;
+    std::string tries;  // candidates measured right after the defaults, ';'-separated
     Toolchain tools{ATTNGEN_GENERATOR_PATH, ATTNGEN_HALIDE_PLUGIN_DIR, "c++", "host", "", 180};
 };
 
@@ -50,7 +51,7 @@ void usage_error(const std::string &message) {
                  "usage: attngen-autotune --out FILE [--target host|<halide target>]\n"
                  "       [--shapes NAMES|B,Lq,Lkv,D,H[,causal];...] [--budget SECONDS]\n"
                  "       [--seed N] [--log FILE] [--candidates N] [--autoschedulers A,B|none]\n"
-                 "       [--generator PATH] [--timeout SECONDS]\n",
+                 "       [--generator PATH] [--timeout SECONDS] [--try K=V,K=V;...]\n",
                  message.c_str());
     std::exit(2);
 }
@@ -83,6 +84,8 @@ Options parse(int argc, char **argv) {
                 o.tools.generator = value;
             else if (flag == "--timeout")
                 o.tools.timeout_seconds = std::stod(value);
+            else if (flag == "--try")
+                o.tries = value;
             else
                 usage_error("unknown option " + flag);
         } catch (const std::logic_error &) {
@@ -172,8 +175,18 @@ int main(int argc, char **argv) {
     if (mkdtemp(work) == nullptr) usage_error("cannot create a scratch directory");
     o.tools.work_dir = work;
 
-    const std::vector<Candidate> order = candidates_in_order(
+    std::vector<Candidate> order = candidates_in_order(
         o.seed, o.random_candidates, split(o.autoschedulers, ','), is_gpu_target(o.target));
+    // Knob settings to try first (after the defaults), e.g. the current tuned file's.
+    std::vector<Candidate> tries;
+    for (const std::string &text : split(o.tries, ';')) {
+        try {
+            tries.push_back(parse_candidate(text, is_gpu_target(o.target)));
+        } catch (const std::invalid_argument &e) {
+            usage_error(std::string("--try: ") + e.what());
+        }
+    }
+    order.insert(order.begin() + 1, tries.begin(), tries.end());
     Log log = read_log(o.log);
     const size_t total = order.size() * shapes.size();
     const auto start = Clock::now();

@@ -1,7 +1,10 @@
 #include "search_space.h"
 
+#include "shapes.h"
+
 #include <random>
 #include <set>
+#include <stdexcept>
 
 namespace attngen::autotune {
 namespace {
@@ -52,6 +55,27 @@ std::vector<std::string> Candidate::generator_params() const {
     }
     for (const auto &[name, value] : knobs) params.push_back(name + "=" + std::to_string(value));
     return params;
+}
+
+Candidate parse_candidate(const std::string &text, bool gpu) {
+    const auto &knob_values = gpu ? gpu_knob_values() : cpu_knob_values();
+    Candidate c;
+    for (const std::string &item : split(text, ',')) {
+        const size_t eq = item.find('=');
+        const std::string name = item.substr(0, eq);
+        if (eq == std::string::npos || knob_values.count(name) == 0) {
+            throw std::invalid_argument("'" + item + "' is not <knob>=<value> for a " +
+                                        std::string(gpu ? "GPU" : "CPU") + " knob");
+        }
+        size_t used = 0;
+        const std::string value = item.substr(eq + 1);
+        const int v = value.empty() ? 0 : std::stoi(value, &used);
+        if (used != value.size() || v <= 0) {
+            throw std::invalid_argument("'" + item + "': the value must be a positive integer");
+        }
+        c.knobs[name] = v;
+    }
+    return c;
 }
 
 std::vector<Candidate> candidates_in_order(uint32_t seed, size_t random_count,

@@ -28,6 +28,10 @@ std::vector<Candidate> candidates_in_order(uint32_t seed, size_t random_count,
                                            const std::vector<std::string> &autoschedulers,
                                            bool gpu);
 
+// A candidate written as its key ("gemm_rows=6,query_block=32"), e.g. from --try. Throws
+// std::invalid_argument naming an unknown knob or a value that is not a positive integer.
+Candidate parse_candidate(const std::string &text, bool gpu);
+
 }  // namespace attngen::autotune
 
 #endif  // ATTNGEN_AUTOTUNE_SEARCH_SPACE_H

@@ -136,10 +136,15 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // instead of the whole weight matrix streaming from L3 for every tile of rows.
     // (Splitting the tile loop again, instead of the rows, gave Halide a loose bound on the
     // batch index of the fused loop, and reads before the input.)
+    // A block never exceeds the rows of a batch rounded up to whole tiles: with 10 rows per
+    // batch (the tutorial shape) a block of 8 tiles computed 32 rows for 10, and the forward
+    // took 13.3 ms instead of 8.9 (attngen-autotune --try).
     Var lr("lr");
+    const Expr tiles_per_batch = (p.rows + (tile_l - 1)) / tile_l;
+    const Expr block_rows = min(knobs.gemm_row_tiles, tiles_per_batch) * tile_l;
     p.result.compute_root()
         .split(p.o, oo, oi, tile_o, TailStrategy::GuardWithIf)
-        .split(p.l, lb, lr, tile_l * knobs.gemm_row_tiles, TailStrategy::GuardWithIf)
+        .split(p.l, lb, lr, block_rows, TailStrategy::GuardWithIf)
         .split(lr, lo, li, tile_l, TailStrategy::GuardWithIf)
         .reorder(oi, li, lo, oo, lb, p.b)
         .vectorize(oi, vec, TailStrategy::GuardWithIf)

@@ -15,6 +15,7 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
     p.acc = Func(name + "_acc");
     p.result = Func(name);
     p.r = RDom(0, group_size, 0, groups, name + "_r");
+    p.rows = rows;
     const Var &o = p.o, &l = p.l, &b = p.b;
     const Expr row = clamp(l, 0, rows - 1);
     p.acc(o, l, b) = 0.0f;

@@ -19,6 +19,7 @@ struct ProjectionStage {
     Halide::Func result;  // result(o, l, b) = acc + bias
     Halide::Var o{"o"}, l{"l"}, b{"b"};
     Halide::RDom r;
+    Halide::Expr rows;  // rows per batch
 };
 
 // x(d, g, l, b) is read at rows clamp(l, 0, rows - 1) so that a schedule may compute whole
