@@ -33,6 +33,18 @@ head -n 1 "$work/t.json.log" | cut -f2 >"$work/a"; head -n 1 "$work/s.json.log" 
 cmp -s "$work/a" "$work/b" || { echo "FAIL: seed 3 started with another candidate"; exit 1; }
 echo "ok  : the same seed gives the same candidate order"
 
+# --try measures the given knobs right after the defaults, and refuses unknown knobs.
+"$tune" --shapes "2,16,24,32,2" --budget 60 --candidates 0 --autoschedulers none \
+    --try "query_block=8,key_block=64" --out "$work/try.json" 2>/dev/null
+[ "$(sed -n 2p "$work/try.json.log" | cut -f2)" = "key_block=64,query_block=8" ] ||
+    { echo "FAIL: --try was not measured second"; cat "$work/try.json.log"; exit 1; }
+if "$tune" --shapes "2,16,24,32,2" --budget 5 --out "$work/bad-try.json" \
+    --try "query_blok=8" 2>"$work/try.err"; then
+    echo "FAIL: --try accepted an unknown knob"; exit 1
+fi
+grep -q "query_blok" "$work/try.err" || { echo "FAIL: no message naming the knob"; exit 1; }
+echo "ok  : --try measures the given knobs and names an unknown one"
+
 # Malformed files stop the build's configure with the file's name and the fault.
 reject() {  # <content> <expected message part>
     printf '%s' "$1" >"$work/bad.json"
