@@ -18,7 +18,7 @@ const std::map<std::string, std::vector<int>> &cpu_knob_values() {
         {"gemm_row_tiles", {1, 2, 4, 8, 16}}, {"query_block", {8, 16, 32, 64, 128}},
         {"score_vectors", {1, 2, 4}},         {"score_rows", {2, 4, 6, 8}},
         {"out_vectors", {1, 2, 4}},           {"out_rows", {2, 4, 6, 8}},
-        {"key_block", {64, 128, 256}},
+        {"key_block", {64, 128, 256}},        {"long_query_block", {64, 128, 256}},
     };
     return values;
 }
@@ -87,7 +87,7 @@ std::vector<Candidate> candidates_in_order(uint32_t seed, size_t random_count,
     for (const std::string &a : autoschedulers) order.push_back(Candidate{{}, a});
     std::mt19937 rng(seed);
     std::set<std::string> seen = {"default"};
-    // The CPU space has 10800 points, the GPU one 48: stop after enough duplicate draws.
+    // The CPU space has 486000 points, the GPU one 48: stop after enough duplicate draws.
     for (size_t tries = 0;
          order.size() < 1 + autoschedulers.size() + random_count && tries < random_count * 20;
          ++tries) {
