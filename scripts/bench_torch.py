@@ -143,15 +143,24 @@ def _reference_mha(s: Shape) -> Any:
     return torch.nn.MultiheadAttention(s.d_model, s.heads, bias=True, batch_first=True).eval()
 
 
+def _torch_at_least(major: int) -> bool:
+    import torch
+
+    return int(torch.__version__.split(".")[0]) >= major
+
+
 def build_torch_mha(s: Shape) -> Callable[[], Any]:
     mha = _reference_mha(s)
     q, kv = _inputs(s)
     mask = _causal_mask(s) if s.causal else None
 
+    # torch 1.13 (Debian 12's python3-torch) has no is_causal: the mask alone says it there.
+    extra = {"is_causal": s.causal} if _torch_at_least(2) else {}
+
     def run() -> Any:
         # average_attn_weights=False: per-head weights [B, H, Lq, Lkv], what attngen returns.
-        return mha(q, kv, kv, need_weights=s.weights, attn_mask=mask, is_causal=s.causal,
-                   average_attn_weights=False)
+        return mha(q, kv, kv, need_weights=s.weights, attn_mask=mask, average_attn_weights=False,
+                   **extra)
 
     return run
 
@@ -338,7 +347,9 @@ def run_worker(shape: Shape, impl: str, min_seconds: float, max_seconds: float) 
         "threads": THREADS,
         # CPU use by others just before timing (0..1), so a reader can judge the numbers.
         "cpu_busy_before": round(busy, 3),
-        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        # torch.backends.cpu is new in torch 2.
+        "torch_cpu_capability": (torch.backends.cpu.get_cpu_capability()
+                                 if hasattr(torch.backends, "cpu") else "unknown"),
     }
     if impl == "ort-mha":
         import onnxruntime
