@@ -94,8 +94,10 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
 
     // The online combination over key blocks, per query block qb. A key block is visited only
     // if some query of the block may see some key in it: its first key is within the causal
-    // limit of the block's last query and below the batch's key length. Halide skips the
-    // block's producers with it, so a causal mask halves the work instead of masking it.
+    // limit of the block's last query. Halide skips the block's producers with it, so a causal
+    // mask halves the work instead of masking it. (The key lengths are left to the per-key
+    // mask: in this condition they skipped only the consumer, not the producers, and a read of
+    // kv_lengths there broke code generation once the block buffers were hoisted to the task.)
     const Expr row = qb * qblock + ii;
     const Expr last_row = min(qb * qblock + (qblock - 1), q_len - 1);
     const Expr last_key = select(mask.causal == 1, last_row, mask.causal == 2,
@@ -103,7 +105,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     const Expr num_blocks = (kv_len + (kblock - 1)) / kblock;
     a.r_blocks = RDom(0, num_blocks, "r_blocks");
     const Expr first_key = a.r_blocks * kblock;
-    a.r_blocks.where(first_key <= last_key && first_key < mask.kv_lengths(b));
+    a.r_blocks.where(first_key <= last_key);
 
     a.state = Func("flash_state");
     a.state(c, ii, qb, h, b) = {0.0f, lowest, 0.0f};
