@@ -81,6 +81,7 @@ AttentionStage define_attention(const Func &q, const Func &k, const Func &v, con
 
     // Packing clamps the index a schedule may round up, so whole vectors and register tiles
     // can run past the last key or value feature without reading outside the inputs.
+    a.k_source = k;
     a.k_packed = Func("k_packed");
     a.k_packed(j, d, h, b) = k(d, clamp(j, 0, kv_len - 1), h, b);
     a.v_packed = Func("v_packed");

@@ -61,6 +61,7 @@ Halide::Expr exp_nonpositive(const Halide::Expr &x);
 // Scaled score, masked softmax and weights x values for projected heads
 // q(d, i, h, b), k(d, j, h, b), v(c, j, h, b).
 struct AttentionStage {
+    Halide::Func k_source;   // the keys as given, (d, j, h, b)
     Halide::Func k_packed;   // (j, d, h, b): keys transposed so scores vectorize over keys
     Halide::Func v_packed;   // (c, j, h, b): values, readable past dv for whole vectors
     Halide::Func score;      // (j, i, h, b): q . k, reduction over d
@@ -93,6 +94,7 @@ AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, co
 // that key blocks a causal mask or the key lengths hide from a whole query block are skipped.
 // Nothing of size q_len x kv_len exists; a schedule keeps one query block x key block in cache.
 struct FlashAttentionStage {
+    Halide::Func k_source;      // the keys as given, (d, j, h, b)
     Halide::Func k_packed;      // (j, d, h, b): keys transposed, readable past kv_len
     Halide::Func v_packed;      // (c, j, h, b): values, readable past dv and kv_len
     Halide::Func score;         // (j, i, h, b): q . k

@@ -42,6 +42,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     // Packing clamps the indices a schedule rounds up (whole vectors of features, the last key
     // block), so no read leaves the inputs.
     const Expr key_row = clamp(j, 0, kv_len - 1);
+    a.k_source = k;
     a.k_packed = Func("k_packed");
     a.k_packed(j, d, h, b) = k(d, key_row, h, b);
     a.v_packed = Func("v_packed");
