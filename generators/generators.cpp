@@ -286,9 +286,14 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
 // [out, in]); the transpose into the projection's (o, f) order is a stage of the pipeline.
 class LinearGenerator : public AttngenGenerator<LinearGenerator> {
   public:
+    // true: w is already in the projection's (o, f) order and padded as the fused forward's
+    // weights are (layout.h), bias padded likewise; the kernel is then exactly one projection
+    // of attngen_mha_forward (bench/ measures it against sgemm).
+    GeneratorParam<bool> packed_weights{"packed_weights", false};
+
     Input<Buffer<float, 3>> x{"x"};        // (in, rows, batch)
-    Input<Buffer<float, 2>> w{"w"};        // (in, out)
-    Input<Buffer<float, 1>> bias{"bias"};  // (out)
+    Input<Buffer<float, 2>> w{"w"};        // (in, out), or (padded out, in) when packed
+    Input<Buffer<float, 1>> bias{"bias"};  // (out), or (padded out) when packed
     Output<Buffer<float, 3>> y{"y"};       // (out, rows, batch)
 
     void generate() {
@@ -297,9 +302,14 @@ class LinearGenerator : public AttngenGenerator<LinearGenerator> {
         Var o("o"), f("f"), d("d"), g("g"), l("l"), b("b");
         Func w_t("w_t");
         const Func w_in = bounded(w), bias_in = bounded(bias), x_in = bounded(x);
-        w_t(o, f) = w_in(f, clamp(o, 0, out_features - 1));
         Func bias_clamped("bias_clamped");
-        bias_clamped(o) = bias_in(clamp(o, 0, out_features - 1));
+        if (packed_weights) {
+            w_t(o, f) = w_in(o, f);
+            bias_clamped(o) = bias_in(o);
+        } else {
+            w_t(o, f) = w_in(f, clamp(o, 0, out_features - 1));
+            bias_clamped(o) = bias_in(clamp(o, 0, out_features - 1));
+        }
         Func grouped("x_grouped");
         grouped(d, g, l, b) = x_in(d, l, b);
         ProjectionStage p =
@@ -311,7 +321,7 @@ class LinearGenerator : public AttngenGenerator<LinearGenerator> {
         bias.set_estimates({{0, kEstModel}});
         y.set_estimates({{0, kEstModel}, {0, kEstLen}, {0, kEstBatch}});
         if (!using_autoscheduler()) {
-            schedule_weight_pack_cpu(w_t, get_target());
+            if (!packed_weights) schedule_weight_pack_cpu(w_t, get_target());
             schedule_projection_cpu(p, get_target(), cpu_knobs());
         }
     }

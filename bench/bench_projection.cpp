@@ -1,0 +1,75 @@
+// One projection of the fused forward, weights packed once as attngen_mha_set_weights packs
+// them (attngen/detail/packed_projection.h), on [B·Lq, D] x [D, D]: the kernel issue 7 compares
+// with cblas_sgemm (sgemm_openblas/<shape> in bench_baselines.cpp). `linear/<shape>` is the C
+// API's attngen_linear, which transposes torch's [out, in] weight on every call.
+//
+//   build/bench/attngen_bench --benchmark_filter='^(projection|sgemm_openblas)/'
+#include <attngen/attngen.h>
+#include <attngen/detail/packed_projection.h>
+#include <attngen/detail/tensor_buffer.h>
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "attngen_linear_packed_cpu.h"
+#include "bench_rates.h"
+#include "bench_shapes.h"
+
+namespace {
+
+using namespace attngen_bench;
+
+void BM_Projection(benchmark::State &state, Shape s) {
+    const int rows = s.batch * s.q_len, d = s.d_model;
+    const auto x = random_vector(size_t(rows) * d, 1.0f, 1);
+    const auto w = random_vector(size_t(d) * d, 0.05f, 2);
+    const auto b = random_vector(d, 0.1f, 3);
+    attngen::rt::PackedProjection packed;
+    packed.pack(w.data(), b.data(), d, d);
+    std::vector<float> y(size_t(rows) * d);
+    attngen::rt::TensorBuffer<float, 3> x_buf(x.data(), {1, rows, d});
+    attngen::rt::TensorBuffer<float, 2> w_buf(packed.weight.data(), {d, packed.padded_out});
+    attngen::rt::TensorBuffer<float, 1> b_buf(packed.bias.data(), {packed.padded_out});
+    attngen::rt::TensorBuffer<float, 3> y_buf(y.data(), {1, rows, d});
+    // The first and last rows against a double-precision dot product, before any timing: a
+    // wrong kernel must not report a speed.
+    if (attngen_linear_packed_cpu(nullptr, x_buf.get(), w_buf.get(), b_buf.get(), y_buf.get()) !=
+        0) {
+        state.SkipWithError("attngen_linear_packed_cpu failed");
+        return;
+    }
+    for (int r : {0, rows - 1}) {
+        for (int o = 0; o < d; ++o) {
+            double want = b[o];
+            for (int i = 0; i < d; ++i) want += double(x[size_t(r) * d + i]) * w[size_t(o) * d + i];
+            if (std::abs(want - y[size_t(r) * d + o]) > 1e-3 * (1.0 + std::abs(want))) {
+                state.SkipWithError("attngen_linear_packed_cpu disagrees with the reference");
+                return;
+            }
+        }
+    }
+    for (auto _ : state) {
+        if (attngen_linear_packed_cpu(nullptr, x_buf.get(), w_buf.get(), b_buf.get(),
+                                      y_buf.get()) != 0) {
+            state.SkipWithError("attngen_linear_packed_cpu failed");
+            break;
+        }
+        benchmark::DoNotOptimize(y.data());
+    }
+    // The FLOPs of one [rows, d] x [d, d] product, as sgemm_openblas counts them.
+    set_rates(state, 2.0 * rows * double(d) * d);
+}
+
+const int registered = [] {
+    for (const Shape &s : shapes()) {
+        benchmark::RegisterBenchmark(("projection/" + std::string(s.name)).c_str(), BM_Projection,
+                                     s)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+    }
+    return 0;
+}();
+
+}  // namespace
