@@ -247,8 +247,10 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // product over d outside it.
     schedule_register_tile_at(a.score, key_block_step, j, i, a.r_dot, knobs.score_vectors,
                               knobs.score_rows, vec);
-    // Without a boolean or additive mask, a specialization drops their loads; with one, the
-    // clamp of the last block's keys is partitioned out of the others (likely() in stages.cpp).
+    // Without a boolean or additive mask, a specialization drops their loads (they were
+    // emulated gathers, because the key index is clamped for the last block). With a mask, the
+    // clamp carries likely() (stages.cpp) so that loop partitioning may drop it from the other
+    // blocks; the benchmarks measure only the unmasked and causal cases.
     a.block_logits.compute_at(key_block_step)
         .vectorize(jj, vec)
         .specialize(!a.mask.has_additive && !a.mask.has_bool_mask);
