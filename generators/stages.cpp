@@ -69,28 +69,42 @@ Expr exp_nonpositive(const Expr &x) {
     return select(x < -87.0f, 0.0f, fast_exp(max(x, -87.0f)));
 }
 
+PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, const Expr &dk,
+                                const Expr &dv, const Expr &q_len, const Expr &kv_len) {
+    PackedScore p;
+    Var j("j"), i("i"), c("c"), d("d"), h("h"), b("b");
+    // Packing clamps the indices a schedule rounds up (whole vectors of features, register
+    // tiles or key blocks past the last key), so no read leaves the inputs.
+    const Expr key_row = clamp(j, 0, kv_len - 1);
+    p.k_source = k;
+    p.k_packed = Func("k_packed");
+    p.k_packed(j, d, h, b) = k(d, key_row, h, b);
+    p.v_packed = Func("v_packed");
+    p.v_packed(c, j, h, b) = v(clamp(c, 0, dv - 1), key_row, h, b);
+
+    p.r_dot = RDom(0, dk, "r_dot");
+    p.score = Func("score");
+    p.score(j, i, h, b) = 0.0f;
+    p.score(j, i, h, b) += q(p.r_dot, clamp(i, 0, q_len - 1), h, b) * p.k_packed(j, p.r_dot, h, b);
+    return p;
+}
+
 AttentionStage define_attention(const Func &q, const Func &k, const Func &v, const Expr &dk,
                                 const Expr &dv, const Expr &q_len, const Expr &kv_len,
                                 const Expr &scale, const MaskInputs &mask) {
     AttentionStage a;
-    const Var &j = a.j, &i = a.i, &c = a.c, &d = a.d, &h = a.h, &b = a.b, &u = a.u;
+    const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
     a.dk = dk;
     a.dv = dv;
     a.q_len = q_len;
     a.kv_len = kv_len;
 
-    // Packing clamps the index a schedule may round up, so whole vectors and register tiles
-    // can run past the last key or value feature without reading outside the inputs.
-    a.k_source = k;
-    a.k_packed = Func("k_packed");
-    a.k_packed(j, d, h, b) = k(d, clamp(j, 0, kv_len - 1), h, b);
-    a.v_packed = Func("v_packed");
-    a.v_packed(c, j, h, b) = v(clamp(c, 0, dv - 1), j, h, b);
-
-    a.r_dot = RDom(0, dk, "r_dot");
-    a.score = Func("score");
-    a.score(j, i, h, b) = 0.0f;
-    a.score(j, i, h, b) += q(a.r_dot, clamp(i, 0, q_len - 1), h, b) * a.k_packed(j, a.r_dot, h, b);
+    const PackedScore packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len);
+    a.k_source = packed.k_source;
+    a.k_packed = packed.k_packed;
+    a.v_packed = packed.v_packed;
+    a.score = packed.score;
+    a.r_dot = packed.r_dot;
 
     const MaskedLogits logits = define_masked_logits(a.score, scale, mask, q_len, kv_len);
     const Func &masked = logits.masked, &masked_logit = logits.masked_logit;

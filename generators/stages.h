@@ -44,6 +44,19 @@ struct MaskInputs {
     Halide::Expr has_additive;
 };
 
+// Keys transposed and values copied so that schedules can round tiles up past the last key or
+// feature, and the scores q . k over them: the first stage of both attention algorithms.
+struct PackedScore {
+    Halide::Func k_source;  // the keys as given, (d, j, h, b)
+    Halide::Func k_packed;  // (j, d, h, b), readable past kv_len
+    Halide::Func v_packed;  // (c, j, h, b), readable past dv and kv_len
+    Halide::Func score;     // (j, i, h, b): q . k, reduction over r_dot
+    Halide::RDom r_dot;     // over dk
+};
+PackedScore define_packed_score(const Halide::Func &q, const Halide::Func &k, const Halide::Func &v,
+                                const Halide::Expr &dk, const Halide::Expr &dv,
+                                const Halide::Expr &q_len, const Halide::Expr &kv_len);
+
 // The logits score * scale + additive mask, and which of them are masked (causal, key lengths,
 // boolean mask, or an additive -inf), as Funcs of (j, i, h, b). Keys past kv_len are masked.
 struct MaskedLogits {

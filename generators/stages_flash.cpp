@@ -38,22 +38,15 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     a.query_block = qblock;
     a.mask = mask;
     a.key_block = kblock;
-    const Var &j = a.j, &i = a.i, &c = a.c, &d = a.d, &h = a.h, &b = a.b, &u = a.u;
+    const Var &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
     const Var &kb = a.kb, &jj = a.jj, &ii = a.ii, &qb = a.qb;
 
-    // Packing clamps the indices a schedule rounds up (whole vectors of features, the last key
-    // block), so no read leaves the inputs.
-    const Expr key_row = clamp(j, 0, kv_len - 1);
-    a.k_source = k;
-    a.k_packed = Func("k_packed");
-    a.k_packed(j, d, h, b) = k(d, key_row, h, b);
-    a.v_packed = Func("v_packed");
-    a.v_packed(c, j, h, b) = v(clamp(c, 0, dv - 1), key_row, h, b);
-
-    a.r_dot = RDom(0, dk, "r_dot");
-    a.score = Func("score");
-    a.score(j, i, h, b) = 0.0f;
-    a.score(j, i, h, b) += q(a.r_dot, clamp(i, 0, q_len - 1), h, b) * a.k_packed(j, a.r_dot, h, b);
+    const PackedScore packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len);
+    a.k_source = packed.k_source;
+    a.k_packed = packed.k_packed;
+    a.v_packed = packed.v_packed;
+    a.score = packed.score;
+    a.r_dot = packed.r_dot;
     const MaskedLogits logits = define_masked_logits(a.score, scale, mask, q_len, kv_len);
     const Expr lowest = logits.masked_value;
     const Expr key = kb * kblock + jj;
