@@ -99,12 +99,7 @@ AttentionStage define_attention(const Func &q, const Func &k, const Func &v, con
     a.q_len = q_len;
     a.kv_len = kv_len;
 
-    const PackedScore packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len);
-    a.k_source = packed.k_source;
-    a.k_packed = packed.k_packed;
-    a.v_packed = packed.v_packed;
-    a.score = packed.score;
-    a.r_dot = packed.r_dot;
+    static_cast<PackedScore &>(a) = define_packed_score(q, k, v, dk, dv, q_len, kv_len);
 
     const MaskedLogits logits = define_masked_logits(a.score, scale, mask, q_len, kv_len);
     const Func &masked = logits.masked, &masked_logit = logits.masked_logit;

@@ -73,11 +73,7 @@ Halide::Expr exp_nonpositive(const Halide::Expr &x);
 
 // Scaled score, masked softmax and weights x values for projected heads
 // q(d, i, h, b), k(d, j, h, b), v(c, j, h, b).
-struct AttentionStage {
-    Halide::Func k_source;   // the keys as given, (d, j, h, b)
-    Halide::Func k_packed;   // (j, d, h, b): keys transposed so scores vectorize over keys
-    Halide::Func v_packed;   // (c, j, h, b): values, readable past dv for whole vectors
-    Halide::Func score;      // (j, i, h, b): q . k, reduction over d
+struct AttentionStage : PackedScore {
     Halide::Func max_lanes;  // (u, i, h, b): per-lane running max of masked logits
     Halide::Func row_max;    // (i, h, b)
     Halide::Func exp_score;  // (j, i, h, b): exp(logit - max), 0 where masked
@@ -88,7 +84,6 @@ struct AttentionStage {
     Halide::Func out_acc;    // (c, i, h, b): sum_j probs * v
     Halide::Func out;        // (c, i, h, b)
     Halide::Var j{"j"}, i{"i"}, c{"c"}, d{"d"}, h{"h"}, b{"b"}, u{"u"};
-    Halide::RDom r_dot;         // over dk
     Halide::RDom r_keys;        // over kv_len
     Halide::RDom r_lanes_full;  // whole groups of kReductionLanes keys
     Halide::RDom r_lanes_tail;  // the remaining keys
@@ -106,11 +101,7 @@ AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, co
 // online (running max, running sum) rescaling. Queries are grouped in blocks of query_block so
 // that key blocks a causal mask or the key lengths hide from a whole query block are skipped.
 // Nothing of size q_len x kv_len exists; a schedule keeps one query block x key block in cache.
-struct FlashAttentionStage {
-    Halide::Func k_source;      // the keys as given, (d, j, h, b)
-    Halide::Func k_packed;      // (j, d, h, b): keys transposed, readable past kv_len
-    Halide::Func v_packed;      // (c, j, h, b): values, readable past dv and kv_len
-    Halide::Func score;         // (j, i, h, b): q . k
+struct FlashAttentionStage : PackedScore {
     Halide::Func block_logits;  // (jj, kb, i, h, b) -> {masked logit, masked (uint8)}
     Halide::Func max_lanes;     // (u, kb, i, h, b): partial maxima of a key block
     Halide::Func block_max;     // (kb, i, h, b)
@@ -122,7 +113,6 @@ struct FlashAttentionStage {
     Halide::Func out;           // (c, i, h, b)
     Halide::Var j{"j"}, i{"i"}, c{"c"}, d{"d"}, h{"h"}, b{"b"}, u{"u"}, kb{"kb"}, jj{"jj"};
     Halide::Var ii{"ii"}, qb{"qb"};
-    Halide::RDom r_dot;                   // over dk
     Halide::RDom r_block_keys;            // over the keys of a block
     Halide::RDom r_lane_groups;           // over the groups of kReductionLanes keys of a block
     Halide::RDom r_lanes;                 // over the partial lanes

@@ -41,12 +41,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     const Var &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
     const Var &kb = a.kb, &jj = a.jj, &ii = a.ii, &qb = a.qb;
 
-    const PackedScore packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len);
-    a.k_source = packed.k_source;
-    a.k_packed = packed.k_packed;
-    a.v_packed = packed.v_packed;
-    a.score = packed.score;
-    a.r_dot = packed.r_dot;
+    static_cast<PackedScore &>(a) = define_packed_score(q, k, v, dk, dv, q_len, kv_len);
     const MaskedLogits logits = define_masked_logits(a.score, scale, mask, q_len, kv_len);
     const Expr lowest = logits.masked_value;
     const Expr key = kb * kblock + jj;
