@@ -24,6 +24,9 @@
 
 namespace {
 
+// The build_shape entry of a search over several shapes: the knobs best over all of them.
+const std::string kAllShapes = "all_shapes";
+
 using namespace attngen::autotune;
 using Clock = std::chrono::steady_clock;
 
@@ -229,13 +232,54 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "\n");
     std::system(("rm -rf '" + std::string(work) + "'").c_str());
 
+    // One build serves every shape: with several shapes, it gets the knobs whose times have the
+    // least geometric mean over all of them, so no single noisy shape decides.
+    const auto geomean_ms = [&](const std::string &key) {
+        double log_sum = 0;
+        for (const Shape &s : shapes) {
+            auto it = log.find({s.name, key});
+            if (it == log.end() || !it->second.ok) return 0.0;
+            log_sum += std::log(it->second.median_ms);
+        }
+        return std::exp(log_sum / double(shapes.size()));
+    };
+    const Candidate *all_best = nullptr;
+    double all_best_ms = 0;
+    for (const Candidate &c : order) {
+        const double ms = c.autoscheduler.empty() ? geomean_ms(c.key()) : 0.0;
+        if (ms > 0 && (all_best == nullptr || ms < all_best_ms)) {
+            all_best = &c;
+            all_best_ms = ms;
+        }
+    }
+    const bool use_all_shapes = shapes.size() > 1 && all_best != nullptr;
+    const auto write_params = [](std::ostream &out, const Candidate &c) {
+        out << "      \"params\": {";
+        bool first = true;
+        for (const auto &[name, value] : c.knobs) {
+            out << (first ? "" : ", ") << json_string(name) << ": " << value;
+            first = false;
+        }
+        out << "},\n";
+    };
+
     // The file the build reads: per shape class, the best knobs (attngen's schedule) and the
     // times of the default and of each autoscheduler, measured in this search.
     std::ofstream out(o.out);
     out << "{\n  \"target\": " << json_string(o.target) << ",\n";
     out << "  \"seed\": " << o.seed << ",\n";
-    out << "  \"build_shape\": " << json_string(shapes.front().name) << ",\n";
+    out << "  \"build_shape\": " << json_string(use_all_shapes ? kAllShapes : shapes.front().name)
+        << ",\n";
     out << "  \"shapes\": {";
+    if (use_all_shapes) {
+        out << "\n    " << json_string(kAllShapes) << ": {\n";
+        write_params(out, *all_best);
+        out << "      \"best\": " << json_string(all_best->key()) << ",\n";
+        out << "      \"geomean_ms\": " << std::to_string(all_best_ms) << ",\n";
+        const double default_ms = geomean_ms("default");
+        out << "      \"default_geomean_ms\": "
+            << (default_ms > 0 ? std::to_string(default_ms) : "null") << "\n    },";
+    }
     for (size_t si = 0; si < shapes.size(); ++si) {
         const Shape &s = shapes[si];
         const auto find = [&](const std::string &key) -> const Result * {
@@ -245,17 +289,13 @@ int main(int argc, char **argv) {
         size_t tried = 0;
         for (const Candidate &c : order) tried += find(c.key()) != nullptr;
         out << (si ? "," : "") << "\n    " << json_string(s.name) << ": {\n";
-        out << "      \"params\": {";
         const std::string best_key = best.count(s.name) ? best[s.name].first : "default";
+        const Candidate no_knobs;
+        const Candidate *best_candidate = &no_knobs;
         for (const Candidate &c : order) {
-            if (c.key() != best_key) continue;
-            bool first = true;
-            for (const auto &[name, value] : c.knobs) {
-                out << (first ? "" : ", ") << json_string(name) << ": " << value;
-                first = false;
-            }
+            if (c.key() == best_key) best_candidate = &c;
         }
-        out << "},\n";
+        write_params(out, *best_candidate);
         out << "      \"best\": " << json_string(best_key) << ",\n";
         out << "      \"tuned_ms\": " << json_ms(find(best_key)) << ",\n";
         out << "      \"default_ms\": " << json_ms(find("default")) << ",\n";

@@ -45,6 +45,21 @@ fi
 grep -q "query_blok" "$work/try.err" || { echo "FAIL: no message naming the knob"; exit 1; }
 echo "ok  : --try measures the given knobs and names an unknown one"
 
+# Several shapes: the build gets the knobs with the least geometric mean over all of them,
+# recomputed here from the log.
+"$tune" --shapes "2,16,24,32,2;1,40,8,16,1" --budget 120 --candidates 2 --autoschedulers none \
+    --seed 5 --out "$work/multi.json" 2>/dev/null
+grep -q '"build_shape": "all_shapes"' "$work/multi.json" ||
+    { echo "FAIL: a multi-shape search did not build with all_shapes"; cat "$work/multi.json"; exit 1; }
+expected=$(awk -F'\t' '$3 == "ok" { n[$2]++; s[$2] += log($4) }
+    END { for (k in n) if (n[k] == 2) print exp(s[k] / 2), k }' "$work/multi.json.log" |
+    sort -g | head -n 1 | cut -d' ' -f2)
+grep -A3 '"all_shapes"' "$work/multi.json" | grep -q "\"best\": \"$expected\"" ||
+    { echo "FAIL: all_shapes is not $expected"; cat "$work/multi.json" "$work/multi.json.log"; exit 1; }
+"$cmake" -DFILE="$work/multi.json" -P "$reader" >"$work/multi.txt" 2>&1 ||
+    { echo "FAIL: the build cannot read the multi-shape file"; cat "$work/multi.txt"; exit 1; }
+echo "ok  : a 2-shape search builds with the least geometric mean ($expected)"
+
 # Malformed files stop the build's configure with the file's name and the fault.
 reject() {  # <content> <expected message part>
     printf '%s' "$1" >"$work/bad.json"
