@@ -8,8 +8,9 @@
 # the configure with a message naming the file and what is wrong.
 include_guard(GLOBAL)
 
-set(ATTNGEN_TUNABLE_PARAMS gemm_vectors gemm_rows gemm_row_tiles query_block long_query_block score_vectors score_rows
-    out_vectors out_rows key_block gpu_gemm_rows gpu_query_block gpu_key_block)
+set(ATTNGEN_TUNABLE_PARAMS gemm_vectors gemm_rows gemm_row_tiles query_block long_query_block
+    score_vectors score_rows out_vectors out_rows key_block gpu_gemm_rows gpu_query_block
+    gpu_key_block)
 
 function(attngen_read_tuned_params OUT FILE)
     cmake_parse_arguments(PARSE_ARGV 2 ARG "" "SHAPE" "")

@@ -1,7 +1,5 @@
 #include "schedule_cpu.h"
 
-#include <algorithm>
-
 #include "layout.h"
 
 namespace attngen {

@@ -60,20 +60,20 @@ TEST_P(FlashBlocks, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(QueryAndKeyBlocks, FlashBlocks, ::testing::ValuesIn(BlockCases()),
                          CaseName);
 
-// Key lengths that end just before, at and just after a key block, and zero, with a causal mask
-// in the same batch.
+// Key lengths that end just before, at and just after a key block (64, 128 or 256 keys), and
+// zero, with a causal mask in the same batch.
 TEST(FlashBlocks, KeyLengthsAtBlockEdges) {
     for (attngen_causal causal : {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
         SCOPED_TRACE(int(causal));
         SdpaTester()
-            .batch(7)
+            .batch(10)
             .heads(1)
             .q_len(70)
             .kv_len(300)
             .dk(8)
             .dv(8)
             .causal(causal)
-            .kv_lengths({0, 1, 63, 64, 127, 128, 129})
+            .kv_lengths({0, 1, 63, 64, 127, 128, 129, 255, 256, 257})
             .Test();
     }
 }
@@ -92,6 +92,15 @@ TEST(FlashBlocks, LongCausalHeadDim64) {
     for (attngen_causal causal : {ATTNGEN_CAUSAL_TOP_LEFT, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
         SCOPED_TRACE(int(causal));
         SdpaTester().batch(1).heads(2).q_len(385).kv_len(515).dk(64).dv(64).causal(causal).Test();
+    }
+}
+
+// Keys and values past kLongKeyValueBytes per head (1100 keys of 64 + 64 floats, 563 KB): the
+// long query blocks (128 queries) apply, and q_len sits one past them.
+TEST(FlashBlocks, LongKeysUseLongQueryBlocks) {
+    for (attngen_causal causal : {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
+        SCOPED_TRACE(int(causal));
+        SdpaTester().batch(1).heads(1).q_len(129).kv_len(1100).dk(64).dv(64).causal(causal).Test();
     }
 }
 
