@@ -15,7 +15,7 @@ namespace attngen {
 // into `groups` groups of `group_size` (f = g * group_size + d) so the output projection can
 // read the per-head attention output directly, without a head-merge copy.
 struct ProjectionStage {
-    Halide::Func acc;     // acc(o, l, b): the reduction, initialised to 0
+    Halide::Func acc;     // acc(o, l, b): the reduction, initialised to the bias
     Halide::Func result;  // result(o, l, b) = acc + bias
     Halide::Var o{"o"}, l{"l"}, b{"b"};
     Halide::RDom r;
@@ -51,7 +51,7 @@ struct PackedScore {
     Halide::Func k_packed;  // (j, d, h, b), readable past kv_len
     Halide::Func v_packed;  // (c, j, h, b), readable past dv and kv_len
     Halide::Func score;     // (j, i, h, b): q . k, reduction over r_dot
-    Halide::RDom r_dot;     // over dk
+    Halide::RDom r_dot;     // over dk after the first term
 };
 PackedScore define_packed_score(const Halide::Func &q, const Halide::Func &k, const Halide::Func &v,
                                 const Halide::Expr &dk, const Halide::Expr &dv,
@@ -113,7 +113,7 @@ struct FlashAttentionStage : PackedScore {
     Halide::Func out;           // (c, i, h, b)
     Halide::Var j{"j"}, i{"i"}, c{"c"}, d{"d"}, h{"h"}, b{"b"}, u{"u"}, kb{"kb"}, jj{"jj"};
     Halide::Var ii{"ii"}, qb{"qb"};
-    Halide::RDom r_block_keys;            // over the keys of a block
+    Halide::RDom r_block_keys;            // over the keys of a block after the first
     Halide::RDom r_lane_groups;           // over the groups of kReductionLanes keys of a block
     Halide::RDom r_lanes;                 // over the partial lanes
     Halide::RDom r_blocks;                // over the key blocks a query block sees

@@ -77,9 +77,9 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     a.block_sum(kb, i, h, b) = 0.0f;
     a.block_sum(kb, i, h, b) += a.sum_lanes(a.r_lanes, kb, i, h, b);
 
-    a.r_block_keys = RDom(0, kblock, "r_block_keys");
+    a.r_block_keys = RDom(1, kblock - 1, "r_block_keys");
     a.block_out = Func("block_out");
-    a.block_out(c, kb, i, h, b) = 0.0f;
+    a.block_out(c, kb, i, h, b) = a.block_probs(0, kb, i, h, b) * a.v_packed(c, kb * kblock, h, b);
     a.block_out(c, kb, i, h, b) += a.block_probs(a.r_block_keys, kb, i, h, b) *
                                    a.v_packed(c, kb * kblock + a.r_block_keys, h, b);
 
