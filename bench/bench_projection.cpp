@@ -29,10 +29,10 @@ void BM_Projection(benchmark::State &state, Shape s) {
     attngen::rt::PackedProjection packed;
     packed.pack(w.data(), b.data(), d, d);
     std::vector<float> y(size_t(rows) * d);
-    attngen::rt::TensorBuffer<float, 3> x_buf(x.data(), {1, rows, d});
+    attngen::rt::TensorBuffer<float, 2> x_buf(x.data(), {rows, d});
     attngen::rt::TensorBuffer<float, 2> w_buf(packed.weight.data(), {d, packed.padded_out});
     attngen::rt::TensorBuffer<float, 1> b_buf(packed.bias.data(), {packed.padded_out});
-    attngen::rt::TensorBuffer<float, 3> y_buf(y.data(), {1, rows, d});
+    attngen::rt::TensorBuffer<float, 2> y_buf(y.data(), {rows, d});
     // The first and last rows against a double-precision dot product, before any timing: a
     // wrong kernel must not report a speed.
     if (attngen_linear_packed_cpu(nullptr, x_buf.get(), w_buf.get(), b_buf.get(), y_buf.get()) !=

@@ -192,7 +192,9 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
     Input<int> head_dim{"head_dim", 64, 1, 1 << 16};
     Input<float> scale{"scale", 1.0f};
     ATTNGEN_MASK_INPUTS
-    Output<Buffer<float, 3>> output{"output"};  // (d_model, q_len, batch)
+    // The rows of every batch in one dimension, as the projections compute them
+    // (ProjectionStage).
+    Output<Buffer<float, 2>> output{"output"};  // (d_model, q_len * batch)
     Output<Buffer<float, 4>> *weights = nullptr;
 
     void configure() {
@@ -206,29 +208,31 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         MaskInputs mask = mask_inputs();
         if (fixed_causal >= 0) mask.causal = fixed_or_input(fixed_causal, causal, "causal");
 
+        const Expr batch = query.dim(2).extent();
+        const Expr q_rows = q_len * batch, kv_rows = kv_len * batch;
         ProjectionStage pq =
-            define_projection("q_proj", as_grouped(bounded(query)), query.dim(0).extent(), 1, q_len,
-                              bounded(wq_t), bounded(bq));
+            define_projection("q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1,
+                              q_rows, bounded(wq_t), bounded(bq));
         ProjectionStage pk =
-            define_projection("k_proj", as_grouped(bounded(key)), key.dim(0).extent(), 1, kv_len,
-                              bounded(wk_t), bounded(bk));
+            define_projection("k_proj", as_rows(bounded(key), kv_len), key.dim(0).extent(), 1,
+                              kv_rows, bounded(wk_t), bounded(bk));
         ProjectionStage pv =
-            define_projection("v_proj", as_grouped(bounded(value)), value.dim(0).extent(), 1,
-                              kv_len, bounded(wv_t), bounded(bv));
-        Func qh = split_heads("q_heads", pq.result, hd);
-        Func kh = split_heads("k_heads", pk.result, hd);
-        Func vh = split_heads("v_heads", pv.result, hd);
+            define_projection("v_proj", as_rows(bounded(value), kv_len), value.dim(0).extent(), 1,
+                              kv_rows, bounded(wv_t), bounded(bv));
+        Func qh = split_heads("q_heads", pq.result, hd, q_len);
+        Func kh = split_heads("k_heads", pk.result, hd, kv_len);
+        Func vh = split_heads("v_heads", pv.result, hd, kv_len);
         Func probs;
         Func attention_out =
             attention(qh, kh, vh, hd, hd, q_len, kv_len, scale, mask, weights ? &probs : nullptr);
 
-        // The output projection reads the per-head attention output as (d, h, l, b): the head
+        // The output projection reads the per-head attention output as (d, h, row): the head
         // merge is the reduction's index order, not a copy.
         Func merged("merged_heads");
-        Var d("d"), g("g"), l("l"), b("b");
-        merged(d, g, l, b) = attention_out(d, l, g, b);
+        Var d("d"), g("g"), n("n");
+        merged(d, g, n) = attention_out(d, n % q_len, g, n / q_len);
         ProjectionStage po =
-            define_projection("out_proj", merged, hd, heads, q_len, bounded(wo_t), bounded(bo));
+            define_projection("out_proj", merged, hd, heads, q_rows, bounded(wo_t), bounded(bo));
         output = po.result;
         if (weights) *weights = probs;
 
@@ -253,13 +257,6 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
                        fixed, "but the call passed", input);
     }
 
-    static Func as_grouped(const Func &x) {
-        Var d("d"), g("g"), l("l"), b("b");
-        Func grouped(x.name() + "_grouped");
-        grouped(d, g, l, b) = x(d, l, b);
-        return grouped;
-    }
-
     void set_all_estimates() {
         const int inner = kEstHeads * kEstHeadDim;
         const int padded = round_up(inner, kWeightPadding);
@@ -275,7 +272,7 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         head_dim.set_estimate(fixed_head_dim > 0 ? int(fixed_head_dim) : kEstHeadDim);
         scale.set_estimate(0.125f);
         set_mask_estimates(kEstBatch, kEstHeads, kEstLen, kEstLen);
-        output.set_estimates({{0, kEstModel}, {0, kEstLen}, {0, kEstBatch}});
+        output.set_estimates({{0, kEstModel}, {0, kEstLen * kEstBatch}});
         if (weights) {
             weights->set_estimates({{0, kEstLen}, {0, kEstLen}, {0, kEstHeads}, {0, kEstBatch}});
         }
@@ -291,15 +288,15 @@ class LinearGenerator : public AttngenGenerator<LinearGenerator> {
     // of attngen_mha_forward (bench/ measures it against sgemm).
     GeneratorParam<bool> packed_weights{"packed_weights", false};
 
-    Input<Buffer<float, 3>> x{"x"};        // (in, rows, batch)
+    Input<Buffer<float, 2>> x{"x"};        // (in, rows)
     Input<Buffer<float, 2>> w{"w"};        // (in, out), or (padded out, in) when packed
     Input<Buffer<float, 1>> bias{"bias"};  // (out), or (padded out) when packed
-    Output<Buffer<float, 3>> y{"y"};       // (out, rows, batch)
+    Output<Buffer<float, 2>> y{"y"};       // (out, rows)
 
     void generate() {
         require_cpu_target();
         const Expr in = x.dim(0).extent(), out_features = w.dim(1).extent();
-        Var o("o"), f("f"), d("d"), g("g"), l("l"), b("b");
+        Var o("o"), f("f"), d("d"), g("g"), n("n");
         Func w_t("w_t");
         const Func w_in = bounded(w), bias_in = bounded(bias), x_in = bounded(x);
         Func bias_clamped("bias_clamped");
@@ -310,16 +307,16 @@ class LinearGenerator : public AttngenGenerator<LinearGenerator> {
             w_t(o, f) = w_in(f, clamp(o, 0, out_features - 1));
             bias_clamped(o) = bias_in(clamp(o, 0, out_features - 1));
         }
-        Func grouped("x_grouped");
-        grouped(d, g, l, b) = x_in(d, l, b);
+        Func rows("x_rows");
+        rows(d, g, n) = x_in(d, n);
         ProjectionStage p =
-            define_projection("linear", grouped, in, 1, x.dim(1).extent(), w_t, bias_clamped);
+            define_projection("linear", rows, in, 1, x.dim(1).extent(), w_t, bias_clamped);
         y = p.result;
 
-        x.set_estimates({{0, kEstModel}, {0, kEstLen}, {0, kEstBatch}});
+        x.set_estimates({{0, kEstModel}, {0, kEstLen * kEstBatch}});
         w.set_estimates({{0, kEstModel}, {0, kEstModel}});
         bias.set_estimates({{0, kEstModel}});
-        y.set_estimates({{0, kEstModel}, {0, kEstLen}, {0, kEstBatch}});
+        y.set_estimates({{0, kEstModel}, {0, kEstLen * kEstBatch}});
         if (!using_autoscheduler()) {
             if (!packed_weights) schedule_weight_pack_cpu(w_t, get_target());
             schedule_projection_cpu(p, get_target(), cpu_knobs());

@@ -83,16 +83,16 @@ void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &request
     // A block covers kWeightPadding output features, so its register tiles never pass the end
     // of the padded weights; input rows are clamped. Operands come through the L1 cache: each
     // weight float4 serves 4 rows of a thread, each input value 4 features.
-    Var ob("ob"), lb("lb"), oi("oi"), li("li"), ot("ot"), lt("lt"), ox("ox"), lx("lx");
+    Var ob("ob"), nb("nb"), oi("oi"), ni("ni"), ot("ot"), nt("nt"), ox("ox"), nx("nx");
     p.result.compute_root()
-        .tile(p.o, p.l, ob, lb, oi, li, kWeightPadding, knobs.gemm_block_rows, kExact)
-        .tile(oi, li, ot, lt, ox, lx, tile, tile)
-        .reorder(ox, lx, ot, lt, ob, lb, p.b)
-        .gpu_blocks(ob, lb, p.b)
-        .gpu_threads(ot, lt)
+        .tile(p.o, p.n, ob, nb, oi, ni, kWeightPadding, knobs.gemm_block_rows, kExact)
+        .tile(oi, ni, ot, nt, ox, nx, tile, tile)
+        .reorder(ox, nx, ot, nt, ob, nb)
+        .gpu_blocks(ob, nb)
+        .gpu_threads(ot, nt)
         .unroll(ox)
-        .unroll(lx);
-    register_tile(p.acc, p.o, p.l, {p.r.x, p.r.y}, tile);
+        .unroll(nx);
+    register_tile(p.acc, p.o, p.n, {p.r.x, p.r.y}, tile);
 }
 
 void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested,

@@ -16,20 +16,30 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
     p.result = Func(name);
     p.r = RDom(0, group_size, 0, groups, name + "_r");
     p.rows = rows;
-    const Var &o = p.o, &l = p.l, &b = p.b;
-    const Expr row = clamp(l, 0, rows - 1);
+    const Var &o = p.o, &n = p.n;
+    const Expr row = clamp(n, 0, rows - 1);
     // The sum starts from the bias, not from 0: LLVM turned a register tile's zero
     // initialization into a call to memset (perf: 1-2% of a forward).
-    p.acc(o, l, b) = bias(o);
-    p.acc(o, l, b) += x(p.r.x, p.r.y, row, b) * w_t(o, p.r.y * group_size + p.r.x);
-    p.result(o, l, b) = p.acc(o, l, b);
+    p.acc(o, n) = bias(o);
+    p.acc(o, n) += x(p.r.x, p.r.y, row) * w_t(o, p.r.y * group_size + p.r.x);
+    p.result(o, n) = p.acc(o, n);
     return p;
 }
 
-Func split_heads(const std::string &name, const Func &projected, const Expr &head_dim) {
+Func as_rows(const Func &x, const Expr &len) {
+    Var d("d"), g("g"), n("n");
+    Func rows(x.name() + "_rows");
+    // Per row, not per product: the division leaves the reduction loop (Halide and LLVM hoist
+    // it), and a register tile divides once per row.
+    rows(d, g, n) = x(d, n % len, n / len);
+    return rows;
+}
+
+Func split_heads(const std::string &name, const Func &projected, const Expr &head_dim,
+                 const Expr &len) {
     Var d("d"), l("l"), h("h"), b("b");
     Func heads(name);
-    heads(d, l, h, b) = projected(h * head_dim + d, l, b);
+    heads(d, l, h, b) = projected(h * head_dim + d, l + b * len);
     return heads;
 }
 

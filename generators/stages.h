@@ -11,27 +11,33 @@
 
 namespace attngen {
 
-// result(o, l, b) = bias(o) + sum_f x(f, l, b) * w_t(o, f), with the input features f split
-// into `groups` groups of `group_size` (f = g * group_size + d) so the output projection can
-// read the per-head attention output directly, without a head-merge copy.
+// result(o, n) = bias(o) + sum_f x(f, n) * w_t(o, f) over n = l + b * len, the rows of every
+// batch in one sequence: register tiles of rows then cross batch boundaries, so a batch of 10
+// rows costs 10 rows, not a 12-row tile (tutorial shape). The input features f are split into
+// `groups` groups of `group_size` (f = g * group_size + d) so the output projection can read the
+// per-head attention output directly, without a head-merge copy.
 struct ProjectionStage {
-    Halide::Func acc;     // acc(o, l, b): the reduction, initialised to the bias
-    Halide::Func result;  // result(o, l, b) = acc + bias
-    Halide::Var o{"o"}, l{"l"}, b{"b"};
+    Halide::Func acc;     // acc(o, n): the reduction, initialised to the bias
+    Halide::Func result;  // result(o, n)
+    Halide::Var o{"o"}, n{"n"};
     Halide::RDom r;
-    Halide::Expr rows;  // rows per batch
+    Halide::Expr rows;  // rows of all batches
 };
 
-// x(d, g, l, b) is read at rows clamp(l, 0, rows - 1) so that a schedule may compute whole
+// x(d, g, n) is read at rows clamp(n, 0, rows - 1) so that a schedule may compute whole
 // register tiles past the last row without reading outside the input.
 ProjectionStage define_projection(const std::string &name, const Halide::Func &x,
                                   const Halide::Expr &group_size, const Halide::Expr &groups,
                                   const Halide::Expr &rows, const Halide::Func &w_t,
                                   const Halide::Func &bias);
 
-// Head split as an index remap: heads(d, l, h, b) = projected(h * head_dim + d, l, b).
+// A batched input x(d, l, b) of `len` rows per batch as rows x(d, 0, n): one group of all
+// features, rows of all batches in one sequence.
+Halide::Func as_rows(const Halide::Func &x, const Halide::Expr &len);
+
+// Head split as an index remap: heads(d, l, h, b) = projected(h * head_dim + d, l + b * len).
 Halide::Func split_heads(const std::string &name, const Halide::Func &projected,
-                         const Halide::Expr &head_dim);
+                         const Halide::Expr &head_dim, const Halide::Expr &len);
 
 // Inputs describing the mask; see attngen_mask. Absent parts are fed by the runtime as
 // broadcast buffers and switched off by the has_* flags.

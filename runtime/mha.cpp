@@ -247,7 +247,8 @@ attngen_status validate_forward(const attngen_mha *m, int32_t batch, int32_t q_l
 
 // The caller's tensors of one forward call as kernel buffers.
 struct ForwardTensors {
-    TensorBuffer<float, 3> query, key, value, out;
+    TensorBuffer<float, 3> query, key, value;
+    TensorBuffer<float, 2> out;  // the rows of all batches in one dimension, as kernels take it
     TensorBuffer<float, 4> weights;
 
     ForwardTensors(const ResolvedConfig &c, int32_t batch, int32_t q_len, int32_t kv_len,
@@ -256,7 +257,7 @@ struct ForwardTensors {
         : query(query_data, {batch, q_len, c.d_model}),
           key(key_data, {batch, kv_len, c.kdim}),
           value(value_data, {batch, kv_len, c.vdim}),
-          out(out_data, {batch, q_len, c.d_model}),
+          out(out_data, {batch * q_len, c.d_model}),
           weights(weights_data, {batch, c.num_heads, q_len, kv_len}) {}
 
     std::vector<halide_buffer_t *> inputs() { return {query.get(), key.get(), value.get()}; }

@@ -118,10 +118,10 @@ static attngen_status attngen_linear_impl(int32_t rows, int32_t in_features, int
     } catch (const std::bad_alloc &) {
         return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, "cannot allocate a zero bias");
     }
-    TensorBuffer<float, 3> x_buf(x, {1, rows, in_features});
+    TensorBuffer<float, 2> x_buf(x, {rows, in_features});
     TensorBuffer<float, 2> w_buf(w, {out_features, in_features});
     TensorBuffer<float, 1> bias_buf(bias ? bias : zero_bias.data(), {out_features});
-    TensorBuffer<float, 3> y_buf(staged_y.data(), {1, rows, out_features});
+    TensorBuffer<float, 2> y_buf(staged_y.data(), {rows, out_features});
     KernelContext context;
     const int code =
         attngen_linear_cpu(&context, x_buf.get(), w_buf.get(), bias_buf.get(), y_buf.get());

@@ -108,6 +108,17 @@ TEST(Mha, HeadDimNotAMultipleOfEight) {
     }
 }
 
+// The projections take the rows of all batches as one sequence: register tiles (4-12 rows) and
+// parallel row blocks (32-48 rows) straddle the batch boundaries here, and the causal mask
+// and key lengths must still apply per batch.
+TEST(Mha, ProjectionTilesStraddleBatches) {
+    MhaTester t;
+    t.d_model(32).num_heads(2).batch(7).q_len(5).kv_len(11);
+    t.with_weights(true).Test();
+    t.with_weights(false).Test();
+    t.causal(ATTNGEN_CAUSAL_TOP_LEFT).kv_lengths({11, 3, 0, 7, 1, 11, 5}).Test();
+}
+
 TEST(Mha, LargerModel) {
     MhaTester().d_model(256).num_heads(4).batch(2).q_len(33).kv_len(47).with_weights(false).Test();
 }

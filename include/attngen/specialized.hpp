@@ -112,7 +112,8 @@ int forward(Kernel kernel, const MhaWeights &w, int32_t batch, int32_t q_len, in
             const float *query, const float *key, const float *value, const attngen_mask *mask,
             float *out) {
     detail::ForwardArguments args(w, batch, q_len, kv_len, query, key, value, mask);
-    rt::TensorBuffer<float, 3> out_buf(out, {batch, q_len, w.d_model});
+    // Kernels take the rows of all batches in one dimension.
+    rt::TensorBuffer<float, 2> out_buf(out, {batch * q_len, w.d_model});
     return args.call(kernel, w, out_buf.get());
 }
 
@@ -122,7 +123,8 @@ int forward_with_weights(Kernel kernel, const MhaWeights &w, int32_t batch, int3
                          int32_t kv_len, const float *query, const float *key, const float *value,
                          const attngen_mask *mask, float *out, float *weights) {
     detail::ForwardArguments args(w, batch, q_len, kv_len, query, key, value, mask);
-    rt::TensorBuffer<float, 3> out_buf(out, {batch, q_len, w.d_model});
+    // Kernels take the rows of all batches in one dimension.
+    rt::TensorBuffer<float, 2> out_buf(out, {batch * q_len, w.d_model});
     rt::TensorBuffer<float, 4> weights_buf(weights, {batch, w.num_heads, q_len, kv_len});
     return args.call(kernel, w, out_buf.get(), weights_buf.get());
 }
