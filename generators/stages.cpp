@@ -16,6 +16,7 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
     p.result = Func(name);
     p.r = RDom(0, group_size, 0, groups, name + "_r");
     p.rows = rows;
+    p.in_features = group_size * groups;
     const Var &o = p.o, &n = p.n;
     const Expr row = clamp(n, 0, rows - 1);
     // The sum starts from the bias, not from 0: LLVM turned a register tile's zero

@@ -21,7 +21,8 @@ struct ProjectionStage {
     Halide::Func result;  // result(o, n)
     Halide::Var o{"o"}, n{"n"};
     Halide::RDom r;
-    Halide::Expr rows;  // rows of all batches
+    Halide::Expr rows;         // rows of all batches
+    Halide::Expr in_features;  // the reduction's extent: group_size * groups
 };
 
 // x(d, g, n) is read at rows clamp(n, 0, rows - 1) so that a schedule may compute whole

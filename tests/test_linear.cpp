@@ -32,6 +32,16 @@ INSTANTIATE_TEST_SUITE_P(
                "_out" + std::to_string(std::get<2>(s)) + (std::get<3>(s) ? "_bias" : "_nobias");
     });
 
+// Inputs up to 640 KiB make panels of output features the parallel tasks; larger ones, blocks
+// of rows (schedule_projection_cpu). Rows at both sides of that edge, with row and feature
+// tails: 1280 x 128 floats is 655,360 bytes, the last size with panels.
+TEST(Linear, BothParallelSchedules) {
+    for (int rows : {1279, 1280, 1281, 1377}) {
+        SCOPED_TRACE(rows);
+        LinearTester().rows(rows).in_features(128).out_features(130).use_bias(true).Test();
+    }
+}
+
 TEST(Linear, LargeReduction) {
     LinearTester().rows(17).in_features(768).out_features(320).use_bias(true).Test();
 }

@@ -119,6 +119,19 @@ TEST(Mha, ProjectionTilesStraddleBatches) {
     t.causal(ATTNGEN_CAUSAL_TOP_LEFT).kv_lengths({11, 3, 0, 7, 1, 11, 5}).Test();
 }
 
+// Projection inputs past 640 KiB (2 x 701 x 128 floats) take the row-block schedule, the
+// smaller ones panel tasks (schedule_projection_cpu).
+TEST(Mha, ProjectionsWithRowBlocks) {
+    MhaTester()
+        .d_model(128)
+        .num_heads(2)
+        .batch(2)
+        .q_len(701)
+        .kv_len(650)
+        .with_weights(false)
+        .Test();
+}
+
 TEST(Mha, LargerModel) {
     MhaTester().d_model(256).num_heads(4).batch(2).q_len(33).kv_len(47).with_weights(false).Test();
 }
