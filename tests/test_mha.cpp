@@ -108,9 +108,9 @@ TEST(Mha, HeadDimNotAMultipleOfEight) {
     }
 }
 
-// The projections take the rows of all batches as one sequence: register tiles (4-12 rows) and
-// parallel row blocks (32-48 rows) straddle the batch boundaries here, and the causal mask
-// and key lengths must still apply per batch.
+// The projections take the rows of all batches as one sequence: register tiles (4-12 rows)
+// straddle the batch boundaries here, and the causal mask and key lengths must still apply per
+// batch.
 TEST(Mha, ProjectionTilesStraddleBatches) {
     MhaTester t;
     t.d_model(32).num_heads(2).batch(7).q_len(5).kv_len(11);
@@ -120,7 +120,8 @@ TEST(Mha, ProjectionTilesStraddleBatches) {
 }
 
 // Projection inputs past 640 KiB (2 x 701 x 128 floats) take the row-block schedule, the
-// smaller ones panel tasks (schedule_projection_cpu).
+// smaller ones panel tasks (schedule_projection_cpu); a row block (32-48 rows) straddles the
+// boundary between the two batches.
 TEST(Mha, ProjectionsWithRowBlocks) {
     MhaTester()
         .d_model(128)
