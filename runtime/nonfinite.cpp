@@ -76,9 +76,13 @@ NonFiniteInputs::NonFiniteInputs(const Tensor &q, const Tensor &k, const Tensor 
             ? 0
             : size_t(mask_.additive_batch) * mask_.additive_heads * q_len * kv_len;
     // This runs on every call: one read of the inputs, nothing allocated, when all is finite.
+    // Self-attention passes one tensor as keys and values (or all three): it is scanned once.
+    const auto same = [batch](const Tensor &a, const Tensor &b) {
+        return a.data == b.data && elements(a, batch) == elements(b, batch);
+    };
     any_ = !all_finite(q_.data, elements(q_, batch), false) ||
-           !all_finite(k_.data, elements(k_, batch), false) ||
-           !all_finite(v_.data, elements(v_, batch), false) ||
+           (!same(k_, q_) && !all_finite(k_.data, elements(k_, batch), false)) ||
+           (!same(v_, k_) && !same(v_, q_) && !all_finite(v_.data, elements(v_, batch), false)) ||
            !all_finite(mask_.additive, additive_size, true);
     if (!any_) return;
     scan_rows(q_, batch, &q_bad_);

@@ -341,6 +341,61 @@ TEST(NumericsMha, NanInValueRowReachesTheRowsThatSeeIt) {
     CheckMhaPoison(MhaInput::kValue, kNaN);
 }
 
+// A tensor passed as more than one of query, key and value is scanned once (nonfinite.cpp). A
+// NaN anywhere in such a tensor must still be found: here it sits in a key row that batch item
+// 1's key length hides, so no output may change but the poisoned row's own, when the tensor is
+// the query too. (Without the scan, the kernel's 0 x NaN for the hidden value makes every row
+// of item 1 NaN.)
+TEST(NumericsMha, NanInALargeSharedInputIsFound) {
+    constexpr int kBatch = 2, kLen = 600, kModel = 64, kHeads = 2;
+    const attngen_mha_config config{kModel, kHeads, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
+    attngen_mha *raw = nullptr;
+    ASSERT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK) << attngen_last_error();
+    MhaHandle m(raw);
+    Rng rng(DefaultSeed());
+    const size_t square = size_t(kModel) * kModel;
+    const auto wq = rng.Uniform(square, -0.1f, 0.1f), wk = rng.Uniform(square, -0.1f, 0.1f),
+               wv = rng.Uniform(square, -0.1f, 0.1f), wo = rng.Uniform(square, -0.1f, 0.1f);
+    const auto bias = rng.Uniform(kModel, -0.1f, 0.1f);
+    ASSERT_EQ(attngen_mha_set_weights(raw, wq.data(), wk.data(), wv.data(), wo.data(), bias.data(),
+                                      bias.data(), bias.data(), bias.data()),
+              ATTNGEN_OK)
+        << attngen_last_error();
+    const int32_t lengths[kBatch] = {kLen, 300};
+    attngen_mask mask{};
+    mask.kv_lengths = lengths;
+    const size_t elements = size_t(kBatch) * kLen * kModel;
+    const auto clean = rng.Uniform(elements, -1.0f, 1.0f);
+    const auto forward = [&](const std::vector<float> &q, const std::vector<float> &kv) {
+        std::vector<float> out = NaNs(elements);
+        EXPECT_EQ(attngen_mha_forward(raw, kBatch, kLen, kLen, q.data(), kv.data(), kv.data(),
+                                      &mask, out.data(), nullptr),
+                  ATTNGEN_OK)
+            << attngen_last_error();
+        return out;
+    };
+    const std::vector<float> reference = forward(clean, clean);
+    // The last element (row 599 of item 1) and element 65,536 (row 424 of item 1): both rows
+    // are past item 1's key length.
+    for (size_t poisoned : {elements - 1, size_t(65536)}) {
+        for (bool query_too : {true, false}) {
+            SCOPED_TRACE("element " + std::to_string(poisoned) +
+                         (query_too ? ", query = key = value" : ", key = value"));
+            std::vector<float> shared = clean;
+            shared[poisoned] = std::numeric_limits<float>::quiet_NaN();
+            const std::vector<float> out = forward(query_too ? shared : clean, shared);
+            const size_t row = poisoned / kModel;
+            for (size_t i = 0; i < out.size(); ++i) {
+                if (query_too && i / kModel == row) {
+                    ASSERT_TRUE(std::isnan(out[i])) << "output " << i << " is " << out[i];
+                } else {
+                    ASSERT_EQ(out[i], reference[i]) << "output " << i;
+                }
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // attngen_linear: y[r, o] depends on row r of x and row o of w.
 
