@@ -129,7 +129,9 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     Var oo("oo"), oi("oi"), no("no"), ni("ni"), nb("nb"), nr("nr");
     // Exact tails on the result (it may be an output); the accumulator always covers a whole
     // register tile, which is safe because weights are padded and input rows are clamped.
-    p.result.compute_root();
+    p.result.compute_root()
+        .split(p.o, oo, oi, tile_o, TailStrategy::GuardWithIf)
+        .vectorize(oi, vec, TailStrategy::GuardWithIf);
     // Few rows (their inputs fit in L2 beside a panel of weights): the parallel tasks are
     // tile_o-wide panels of output features, each over every row, so each weight is read from
     // memory once and the rows stay in L2. In a forward the weights come cold from memory (four
@@ -139,10 +141,8 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // measured 1.01x and 1.02x, so larger inputs keep the row blocks below.
     const Expr input_bytes = cast<int64_t>(p.rows) * p.in_features * int(sizeof(float));
     p.result.specialize(input_bytes <= Expr(kPanelTasksMaxInputBytes))
-        .split(p.o, oo, oi, tile_o, TailStrategy::GuardWithIf)
         .split(p.n, no, ni, tile_l, TailStrategy::GuardWithIf)
         .reorder(oi, ni, no, oo)
-        .vectorize(oi, vec, TailStrategy::GuardWithIf)
         .parallel(oo);
     // Otherwise rows go in blocks of gemm_row_tiles register tiles, with the blocks parallel and
     // the tiles of a block innermost: one tile_o-wide panel of weights (tile_o x in floats,
@@ -153,11 +153,9 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // against 0.77 ms for the same rows as one batch (attngen_bench projection/tutorial, min
     // of 5 repetitions, 3 alternating runs).
     const int block_rows = knobs.gemm_row_tiles * tile_l;
-    p.result.split(p.o, oo, oi, tile_o, TailStrategy::GuardWithIf)
-        .split(p.n, nb, nr, block_rows, TailStrategy::GuardWithIf)
+    p.result.split(p.n, nb, nr, block_rows, TailStrategy::GuardWithIf)
         .split(nr, no, ni, tile_l, TailStrategy::GuardWithIf)
         .reorder(oi, ni, no, oo, nb)
-        .vectorize(oi, vec, TailStrategy::GuardWithIf)
         .parallel(nb);
 
     // The register tile: tile_o / vec vectors by tile_l rows of accumulators, with the

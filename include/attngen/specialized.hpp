@@ -104,6 +104,12 @@ struct ForwardArguments {
     }
 };
 
+// The fused kernels take the rows of all batches in one dimension: out [batch * q_len, d_model].
+inline rt::TensorBuffer<float, 2> output_rows(float *out, int32_t batch, int32_t q_len,
+                                              int32_t d_model) {
+    return rt::TensorBuffer<float, 2>(out, {batch * q_len, d_model});
+}
+
 }  // namespace detail
 
 // out [batch, q_len, d_model]; mask as for attngen_mha_forward (NULL = none).
@@ -112,8 +118,7 @@ int forward(Kernel kernel, const MhaWeights &w, int32_t batch, int32_t q_len, in
             const float *query, const float *key, const float *value, const attngen_mask *mask,
             float *out) {
     detail::ForwardArguments args(w, batch, q_len, kv_len, query, key, value, mask);
-    // Kernels take the rows of all batches in one dimension.
-    rt::TensorBuffer<float, 2> out_buf(out, {batch * q_len, w.d_model});
+    rt::TensorBuffer<float, 2> out_buf = detail::output_rows(out, batch, q_len, w.d_model);
     return args.call(kernel, w, out_buf.get());
 }
 
@@ -123,8 +128,7 @@ int forward_with_weights(Kernel kernel, const MhaWeights &w, int32_t batch, int3
                          int32_t kv_len, const float *query, const float *key, const float *value,
                          const attngen_mask *mask, float *out, float *weights) {
     detail::ForwardArguments args(w, batch, q_len, kv_len, query, key, value, mask);
-    // Kernels take the rows of all batches in one dimension.
-    rt::TensorBuffer<float, 2> out_buf(out, {batch * q_len, w.d_model});
+    rt::TensorBuffer<float, 2> out_buf = detail::output_rows(out, batch, q_len, w.d_model);
     rt::TensorBuffer<float, 4> weights_buf(weights, {batch, w.num_heads, q_len, kv_len});
     return args.call(kernel, w, out_buf.get(), weights_buf.get());
 }
