@@ -2,13 +2,16 @@
 // them (attngen/detail/packed_projection.h), on [B·Lq, D] x [D, D]: the kernel issue 7 compares
 // with cblas_sgemm (sgemm_openblas/<shape> in bench_baselines.cpp). `linear/<shape>` is the C
 // API's attngen_linear, which transposes torch's [out, in] weight on every call.
+// `projection_cold/<shape>` is the same call with the caches flushed before each one, as the
+// projections run inside a forward: there the attention between them has evicted the weights.
 //
-//   build/bench/attngen_bench --benchmark_filter='^(projection|sgemm_openblas)/'
+//   build/bench/attngen_bench --benchmark_filter='^(projection|projection_cold|sgemm_openblas)/'
 #include <attngen/attngen.h>
 #include <attngen/detail/packed_projection.h>
 #include <attngen/detail/tensor_buffer.h>
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -21,7 +24,19 @@ namespace {
 
 using namespace attngen_bench;
 
-void BM_Projection(benchmark::State &state, Shape s) {
+// Writes and reads back a buffer twice the size of the largest last-level cache attngen is
+// measured on (32 MiB), so that nothing the previous call touched is still cached.
+float evict_caches() {
+    static std::vector<float> scratch(size_t(64) << 20 >> 2);
+    float sum = 0.0f;
+    for (float &v : scratch) {
+        v += 1.0f;
+        sum += v;
+    }
+    return sum;
+}
+
+void BM_Projection(benchmark::State &state, Shape s, bool cold) {
     const int rows = s.batch * s.q_len, d = s.d_model;
     const auto x = random_vector(size_t(rows) * d, 1.0f, 1);
     const auto w = random_vector(size_t(d) * d, 0.05f, 2);
@@ -51,12 +66,16 @@ void BM_Projection(benchmark::State &state, Shape s) {
         }
     }
     for (auto _ : state) {
+        if (cold) benchmark::DoNotOptimize(evict_caches());
+        const auto start = std::chrono::steady_clock::now();
         if (attngen_linear_packed_cpu(nullptr, x_buf.get(), w_buf.get(), b_buf.get(),
                                       y_buf.get()) != 0) {
             state.SkipWithError("attngen_linear_packed_cpu failed");
             break;
         }
         benchmark::DoNotOptimize(y.data());
+        state.SetIterationTime(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
     // The FLOPs of one [rows, d] x [d, d] product, as sgemm_openblas counts them.
     set_rates(state, 2.0 * rows * double(d) * d);
@@ -64,10 +83,12 @@ void BM_Projection(benchmark::State &state, Shape s) {
 
 const int registered = [] {
     for (const Shape &s : shapes()) {
-        benchmark::RegisterBenchmark(("projection/" + std::string(s.name)).c_str(), BM_Projection,
-                                     s)
-            ->Unit(benchmark::kMillisecond)
-            ->UseRealTime();
+        for (const bool cold : {false, true}) {
+            const std::string group = cold ? "projection_cold/" : "projection/";
+            benchmark::RegisterBenchmark((group + s.name).c_str(), BM_Projection, s, cold)
+                ->Unit(benchmark::kMillisecond)
+                ->UseManualTime();
+        }
     }
     return 0;
 }();
