@@ -278,10 +278,11 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
 
     // probs x values register tile: out_vectors vectors of features by out_rows queries, with
     // the sum over the block's keys outside it.
-    schedule_register_tile_at(a.block_out, key_block_step, c, i, a.r_block_keys, knobs.out_vectors,
+    schedule_register_tile_at(a.block_out, key_block_step, c, ii, a.r_block_keys, knobs.out_vectors,
                               knobs.out_rows, vec);
-    // One key block per step: a constant-size tile that LLVM can keep in registers.
-    a.block_out.bound_extent(a.kb, 1);
+    // One key block of one query block per step: a constant-size tile that LLVM can keep in
+    // registers.
+    a.block_out.bound_extent(a.kb, 1).bound_extent(a.qb, 1);
 
     // The buffers of one key block are allocated once per task, not once per key block: their
     // sizes are run-time values, so each was a malloc and a free per step (perf: 8% of an sdpa

@@ -106,18 +106,21 @@ AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, co
 // Attention without the weights output, as FlashAttention computes it: keys in blocks of
 // key_block, each block's softmax taken against its own maximum, and the blocks combined by an
 // online (running max, running sum) rescaling. Queries are grouped in blocks of query_block so
-// that key blocks a causal mask or the key lengths hide from a whole query block are skipped.
+// that the keys a causal mask hides from a whole query block are skipped: whole key blocks, and
+// the tail of the block that holds the diagonal.
 // Nothing of size q_len x kv_len exists; a schedule keeps one query block x key block in cache.
 struct FlashAttentionStage : PackedScore {
     Halide::Func block_logits;  // (jj, kb, i, h, b) -> {masked logit, masked (uint8)}
-    Halide::Func max_lanes;     // (u, kb, i, h, b): partial maxima of a key block
-    Halide::Func block_max;     // (kb, i, h, b)
-    Halide::Func block_probs;   // (jj, kb, i, h, b): exp(logit - block_max), 0 where masked
-    Halide::Func sum_lanes;     // (u, kb, i, h, b)
-    Halide::Func block_sum;     // (kb, i, h, b)
-    Halide::Func block_out;     // (c, kb, i, h, b): block_probs x values
-    Halide::Func state;         // (c, ii, qb, h, b) -> {acc, running max, running sum}
-    Halide::Func out;           // (c, i, h, b)
+    // The per-block Funcs below take the query as row ii of query block qb, so that their
+    // reductions can stop at the query block's last visible key (a loop bound, not a mask).
+    Halide::Func max_lanes;    // (u, kb, ii, qb, h, b): partial maxima of a key block
+    Halide::Func block_max;    // (kb, ii, qb, h, b)
+    Halide::Func block_probs;  // (jj, kb, ii, qb, h, b): exp(logit - block_max), 0 where masked
+    Halide::Func sum_lanes;    // (u, kb, ii, qb, h, b)
+    Halide::Func block_sum;    // (kb, ii, qb, h, b)
+    Halide::Func block_out;    // (c, kb, ii, qb, h, b): block_probs x values
+    Halide::Func state;        // (c, ii, qb, h, b) -> {acc, running max, running sum}
+    Halide::Func out;          // (c, i, h, b)
     Halide::Var j{"j"}, i{"i"}, c{"c"}, d{"d"}, h{"h"}, b{"b"}, u{"u"}, kb{"kb"}, jj{"jj"};
     Halide::Var ii{"ii"}, qb{"qb"};
     Halide::RDom r_block_keys;            // over the keys of a block after the first

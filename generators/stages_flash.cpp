@@ -49,61 +49,74 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     a.block_logits = Func("block_logits");
     a.block_logits(jj, kb, i, h, b) = {logits.masked_logit(key, i, h, b),
                                        cast<uint8_t>(logits.masked(key, i, h, b))};
-    const auto logit_at = [&](const Expr &key_in_block) {
-        return a.block_logits(key_in_block, kb, i, h, b)[0];
-    };
+    // A key block is visited only if some query of the query block qb may see some key in it:
+    // its first key is within the causal limit of the block's last query. Halide skips the
+    // block's producers with it, so a causal mask halves the work instead of masking it. (The
+    // key lengths are left to the per-key mask: in this condition they skipped only the
+    // consumer, not the producers, and a read of kv_lengths there broke code generation once
+    // the block buffers were hoisted to the task.)
+    const Expr row = qb * qblock + ii;
+    const Expr last_row = min(qb * qblock + (qblock - 1), q_len - 1);
+    // Written as a min, not a select per causal mode: Halide then proves the trimmed loops
+    // below need no condition inside them (with the select, each step kept an `if`, and LLVM
+    // spilled the probs x values accumulators to the stack around it: 1.5x the time).
+    const Expr causal_offset =
+        select(mask.causal == 1, 0, mask.causal == 2, kv_len - q_len, kv_len);
+    const Expr last_key = min(last_row + causal_offset, kv_len - 1);
+    const Expr num_blocks = (kv_len + (kblock - 1)) / kblock;
+    a.r_blocks = RDom(0, num_blocks, "r_blocks");
+    a.r_blocks.where(a.r_blocks * kblock <= last_key);
+    // Within a visited block, the reductions below stop at the same limit: the block that
+    // holds the diagonal is computed only up to the last key its query block may see, not
+    // whole. Halide turns these conditions into loop bounds, and bounds inference shrinks the
+    // block's logits and probabilities with them. Keys past the limit are masked for every
+    // query of the block, so the results are the same. The limit is at least 1, so that the
+    // trimmed loops are never empty to Halide: a visited block always holds a visible key, but
+    // bounds inference cannot know that, and for an empty loop it placed the block's logits
+    // before key 0, where they read the additive mask out of bounds (found by the fuzzer).
+    const Expr last_key_in_block = max(last_key - kb * kblock, 1);
 
     // The softmax of one key block against its own maximum. Partial maxima and sums in
     // kReductionLanes lanes fix the order of the additions for every target.
     a.r_lane_groups = RDom(0, kblock / kReductionLanes, "r_lane_groups");
+    a.r_lane_groups.where(a.r_lane_groups * kReductionLanes <= last_key_in_block);
     a.r_lanes = RDom(0, kReductionLanes, "r_lanes");
     const Expr lane_key = a.r_lane_groups * kReductionLanes + u;
     a.max_lanes = Func("max_lanes");
-    a.max_lanes(u, kb, i, h, b) = lowest;
-    a.max_lanes(u, kb, i, h, b) = max(a.max_lanes(u, kb, i, h, b), logit_at(lane_key));
+    a.max_lanes(u, kb, ii, qb, h, b) = lowest;
+    a.max_lanes(u, kb, ii, qb, h, b) =
+        max(a.max_lanes(u, kb, ii, qb, h, b), a.block_logits(lane_key, kb, row, h, b)[0]);
     a.block_max = Func("block_max");
-    a.block_max(kb, i, h, b) = lowest;
-    a.block_max(kb, i, h, b) = max(a.block_max(kb, i, h, b), a.max_lanes(a.r_lanes, kb, i, h, b));
+    a.block_max(kb, ii, qb, h, b) = lowest;
+    a.block_max(kb, ii, qb, h, b) =
+        max(a.block_max(kb, ii, qb, h, b), a.max_lanes(a.r_lanes, kb, ii, qb, h, b));
 
     a.block_probs = Func("block_probs");
-    a.block_probs(jj, kb, i, h, b) =
-        select(a.block_logits(jj, kb, i, h, b)[1] != 0, 0.0f,
-               exp_nonpositive(logit_at(jj) - a.block_max(kb, i, h, b)));
+    a.block_probs(jj, kb, ii, qb, h, b) = select(
+        a.block_logits(jj, kb, row, h, b)[1] != 0, 0.0f,
+        exp_nonpositive(a.block_logits(jj, kb, row, h, b)[0] - a.block_max(kb, ii, qb, h, b)));
     a.sum_lanes = Func("sum_lanes");
-    a.sum_lanes(u, kb, i, h, b) = 0.0f;
-    a.sum_lanes(u, kb, i, h, b) +=
-        a.block_probs(a.r_lane_groups * kReductionLanes + u, kb, i, h, b);
+    a.sum_lanes(u, kb, ii, qb, h, b) = 0.0f;
+    a.sum_lanes(u, kb, ii, qb, h, b) += a.block_probs(lane_key, kb, ii, qb, h, b);
     a.block_sum = Func("block_sum");
-    a.block_sum(kb, i, h, b) = 0.0f;
-    a.block_sum(kb, i, h, b) += a.sum_lanes(a.r_lanes, kb, i, h, b);
+    a.block_sum(kb, ii, qb, h, b) = 0.0f;
+    a.block_sum(kb, ii, qb, h, b) += a.sum_lanes(a.r_lanes, kb, ii, qb, h, b);
 
     a.r_block_keys = RDom(1, kblock - 1, "r_block_keys");
+    a.r_block_keys.where(a.r_block_keys <= last_key_in_block);
     a.block_out = Func("block_out");
-    a.block_out(c, kb, i, h, b) = a.block_probs(0, kb, i, h, b) * a.v_packed(c, kb * kblock, h, b);
-    a.block_out(c, kb, i, h, b) += a.block_probs(a.r_block_keys, kb, i, h, b) *
-                                   a.v_packed(c, kb * kblock + a.r_block_keys, h, b);
+    a.block_out(c, kb, ii, qb, h, b) =
+        a.block_probs(0, kb, ii, qb, h, b) * a.v_packed(c, kb * kblock, h, b);
+    a.block_out(c, kb, ii, qb, h, b) += a.block_probs(a.r_block_keys, kb, ii, qb, h, b) *
+                                        a.v_packed(c, kb * kblock + a.r_block_keys, h, b);
 
-    // The online combination over key blocks, per query block qb. A key block is visited only
-    // if some query of the block may see some key in it: its first key is within the causal
-    // limit of the block's last query. Halide skips the block's producers with it, so a causal
-    // mask halves the work instead of masking it. (The key lengths are left to the per-key
-    // mask: in this condition they skipped only the consumer, not the producers, and a read of
-    // kv_lengths there broke code generation once the block buffers were hoisted to the task.)
-    const Expr row = qb * qblock + ii;
-    const Expr last_row = min(qb * qblock + (qblock - 1), q_len - 1);
-    const Expr last_key = select(mask.causal == 1, last_row, mask.causal == 2,
-                                 last_row + (kv_len - q_len), kv_len - 1);
-    const Expr num_blocks = (kv_len + (kblock - 1)) / kblock;
-    a.r_blocks = RDom(0, num_blocks, "r_blocks");
-    const Expr first_key = a.r_blocks * kblock;
-    a.r_blocks.where(first_key <= last_key);
-
+    // The online combination over the visited key blocks, per query block.
     a.state = Func("flash_state");
     a.state(c, ii, qb, h, b) = {0.0f, lowest, 0.0f};
     const Expr acc = a.state(c, ii, qb, h, b)[0];
     const Expr running_max = a.state(c, ii, qb, h, b)[1];
     const Expr running_sum = a.state(c, ii, qb, h, b)[2];
-    const Expr this_max = a.block_max(a.r_blocks, row, h, b);
+    const Expr this_max = a.block_max(a.r_blocks, ii, qb, h, b);
     const Expr new_max = max(running_max, this_max);
     // One of the two factors is exp(0) = 1, the other exp(-|running_max - this_max|): one exp,
     // not two. The state is vectorized over c, so this exp runs once per feature and key block
@@ -115,8 +128,8 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     const Expr old_factor = select(running_is_max, 1.0f, gap_factor);
     const Expr this_factor = select(running_is_max, gap_factor, 1.0f);
     a.state(c, ii, qb, h, b) = {
-        acc * old_factor + a.block_out(c, a.r_blocks, row, h, b) * this_factor, new_max,
-        running_sum * old_factor + a.block_sum(a.r_blocks, row, h, b) * this_factor};
+        acc * old_factor + a.block_out(c, a.r_blocks, ii, qb, h, b) * this_factor, new_max,
+        running_sum * old_factor + a.block_sum(a.r_blocks, ii, qb, h, b) * this_factor};
 
     // A fully masked row has sum 0 and output 0.
     a.out = Func("attention_out");

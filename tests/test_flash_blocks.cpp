@@ -1,8 +1,11 @@
 // The attention path without a weights output works on query blocks and key blocks (an online
-// softmax over key blocks, and key blocks a causal mask hides from a whole query block are
-// skipped). These tests put q_len, kv_len, the causal diagonal and the key lengths on each side
-// of the block sizes a schedule may use (32..128 queries, 64..256 keys), against the float64
-// reference.
+// softmax over key blocks; key blocks a causal mask hides from a whole query block are skipped,
+// and the block holding the diagonal is computed only up to the query block's last key). These
+// tests put q_len, kv_len, the causal diagonal and the key lengths on each side of the block
+// sizes a schedule may use (16..128 queries, 64..256 keys), against the float64 reference.
+// Every call here asks for no weights: with weights, the kernels take the path that
+// materializes the probabilities, which test_sdpa.cpp and test_mha.cpp cover.
+#include "mha_tester.h"
 #include "sdpa_tester.h"
 #include "test_util.h"
 
@@ -33,7 +36,7 @@ std::vector<BlockCase> BlockCases() {
     std::vector<BlockCase> cases;
     for (attngen_causal causal :
          {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_TOP_LEFT, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
-        for (int q_len : {1, 33, 127, 129, 200}) {
+        for (int q_len : {1, 33, 127, 129, 200, 257}) {
             for (int kv_len : {63, 65, 127, 128, 129, 257, 300}) {
                 cases.push_back({q_len, kv_len, causal});
             }
@@ -47,6 +50,7 @@ class FlashBlocks : public ::testing::TestWithParam<BlockCase> {};
 TEST_P(FlashBlocks, MatchesReference) {
     const BlockCase &c = GetParam();
     SdpaTester()
+        .with_weights(false)
         .batch(1)
         .heads(2)
         .q_len(c.q_len)
@@ -57,8 +61,57 @@ TEST_P(FlashBlocks, MatchesReference) {
         .Test();
 }
 
+// The same cases with an additive and a boolean mask, whose reads follow the keys a block
+// computes: a causal block whose last visible key is its first (q_len 1, or a query block
+// ending on a key block's first key) once read the additive mask before key 0.
+TEST_P(FlashBlocks, MatchesReferenceWithMasks) {
+    const BlockCase &c = GetParam();
+    SdpaTester()
+        .with_weights(false)
+        .batch(1)
+        .heads(2)
+        .q_len(c.q_len)
+        .kv_len(c.kv_len)
+        .dk(8)
+        .dv(8)
+        .causal(c.causal)
+        .additive(1, 2)
+        .bool_mask(1)
+        .Test();
+}
+
 INSTANTIATE_TEST_SUITE_P(QueryAndKeyBlocks, FlashBlocks, ::testing::ValuesIn(BlockCases()),
                          CaseName);
+
+// More queries than keys with a bottom-right causal mask: the first query blocks see no key at
+// all, and their key blocks are never visited. The fuzzer found a case where bounds inference
+// still sized those blocks from their negative limit and read the additive mask before key 0.
+TEST(FlashBlocks, QueryBlocksThatSeeNoKeys) {
+    for (int kv_len : {1, 10, 16, 17}) {
+        SCOPED_TRACE(kv_len);
+        SdpaTester()
+            .with_weights(false)
+            .batch(2)
+            .heads(3)
+            .q_len(56)
+            .kv_len(kv_len)
+            .dk(3)
+            .dv(3)
+            .causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT)
+            .additive(1, 1)
+            .Test();
+        MhaTester()
+            .with_weights(false)
+            .d_model(9)
+            .num_heads(3)
+            .batch(2)
+            .q_len(56)
+            .kv_len(kv_len)
+            .causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT)
+            .additive(1, 1)
+            .Test();
+    }
+}
 
 // Key lengths that end just before, at and just after a key block (64, 128 or 256 keys), and
 // zero, with a causal mask in the same batch.
@@ -66,6 +119,7 @@ TEST(FlashBlocks, KeyLengthsAtBlockEdges) {
     for (attngen_causal causal : {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
         SCOPED_TRACE(int(causal));
         SdpaTester()
+            .with_weights(false)
             .batch(10)
             .heads(1)
             .q_len(70)
@@ -84,14 +138,30 @@ TEST(FlashBlocks, MaximumInTheLastKeyBlock) {
     const int q_len = 3, kv_len = 300;
     std::vector<float> additive(size_t(q_len) * kv_len, 0.0f);
     for (int i = 0; i < q_len; ++i) additive[size_t(i) * kv_len + kv_len - 1 - i] = 200.0f;
-    SdpaTester().q_len(q_len).kv_len(kv_len).dk(4).dv(4).additive_values(1, 1, additive).Test();
+    SdpaTester()
+        .with_weights(false)
+        .q_len(q_len)
+        .kv_len(kv_len)
+        .dk(4)
+        .dv(4)
+        .additive_values(1, 1, additive)
+        .Test();
 }
 
 // Long and head_dim 64, as the benchmarks' long shapes, with both causal kinds.
 TEST(FlashBlocks, LongCausalHeadDim64) {
     for (attngen_causal causal : {ATTNGEN_CAUSAL_TOP_LEFT, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
         SCOPED_TRACE(int(causal));
-        SdpaTester().batch(1).heads(2).q_len(385).kv_len(515).dk(64).dv(64).causal(causal).Test();
+        SdpaTester()
+            .with_weights(false)
+            .batch(1)
+            .heads(2)
+            .q_len(385)
+            .kv_len(515)
+            .dk(64)
+            .dv(64)
+            .causal(causal)
+            .Test();
     }
 }
 
@@ -100,7 +170,16 @@ TEST(FlashBlocks, LongCausalHeadDim64) {
 TEST(FlashBlocks, LongKeysUseLongQueryBlocks) {
     for (attngen_causal causal : {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
         SCOPED_TRACE(int(causal));
-        SdpaTester().batch(1).heads(1).q_len(129).kv_len(1100).dk(64).dv(64).causal(causal).Test();
+        SdpaTester()
+            .with_weights(false)
+            .batch(1)
+            .heads(1)
+            .q_len(129)
+            .kv_len(1100)
+            .dk(64)
+            .dv(64)
+            .causal(causal)
+            .Test();
     }
 }
 
