@@ -45,39 +45,26 @@ std::vector<BlockCase> BlockCases() {
     return cases;
 }
 
-class FlashBlocks : public ::testing::TestWithParam<BlockCase> {};
+class FlashBlocks : public ::testing::TestWithParam<BlockCase> {
+  protected:
+    // The case's shape, without weights (the flash path), two heads of 8.
+    static SdpaTester CaseTester(const BlockCase &c) {
+        SdpaTester t;
+        t.with_weights(false).batch(1).heads(2).q_len(c.q_len).kv_len(c.kv_len).dk(8).dv(8).causal(
+            c.causal);
+        return t;
+    }
+};
 
 TEST_P(FlashBlocks, MatchesReference) {
-    const BlockCase &c = GetParam();
-    SdpaTester()
-        .with_weights(false)
-        .batch(1)
-        .heads(2)
-        .q_len(c.q_len)
-        .kv_len(c.kv_len)
-        .dk(8)
-        .dv(8)
-        .causal(c.causal)
-        .Test();
+    CaseTester(GetParam()).Test();
 }
 
 // The same cases with an additive and a boolean mask, whose reads follow the keys a block
 // computes. With the diagonal block's limit unguarded (stages_flash.cpp: at least 1), the
 // causal cases here failed.
 TEST_P(FlashBlocks, MatchesReferenceWithMasks) {
-    const BlockCase &c = GetParam();
-    SdpaTester()
-        .with_weights(false)
-        .batch(1)
-        .heads(2)
-        .q_len(c.q_len)
-        .kv_len(c.kv_len)
-        .dk(8)
-        .dv(8)
-        .causal(c.causal)
-        .additive(1, 2)
-        .bool_mask(1)
-        .Test();
+    CaseTester(GetParam()).additive(1, 2).bool_mask(1).Test();
 }
 
 INSTANTIATE_TEST_SUITE_P(QueryAndKeyBlocks, FlashBlocks, ::testing::ValuesIn(BlockCases()),
