@@ -55,7 +55,8 @@ MaskedLogits define_masked_logits(const Func &score, const Expr &scale, const Ma
     const auto is_negative_infinity = [](const Expr &x) {
         return reinterpret(UInt(32), x) == cast<uint32_t>(Expr(0xff800000u));
     };
-    Func logit("logit");
+    Func &logit = m.logit;
+    logit = Func("logit");
     m.masked = Func("masked");
     m.masked_logit = Func("masked_logit");
     // Mask inputs are read at a clamped query row and key: schedules compute whole register
@@ -68,9 +69,13 @@ MaskedLogits define_masked_logits(const Func &score, const Expr &scale, const Ma
     const Expr causal_limit =
         select(mask.causal == 1, i, mask.causal == 2, i + (kv_len - q_len), kv_len);
     // -inf from the additive mask counts as masked, so a row of -inf yields zeros, not NaN.
-    m.masked(j, i, h, b) = j > causal_limit || j >= min(mask.kv_lengths(b), kv_len) ||
-                           (mask.has_bool_mask && mask.bool_mask(key, row, b) != 0) ||
-                           is_negative_infinity(logit(j, i, h, b));
+    // The bits tested are the mask's as loaded: on the sum score * scale + additive, LLVM may
+    // fold the test away, since fast-math lets it assume no arithmetic result is infinite (it
+    // did once the flash path's logits went through a max).
+    m.masked(j, i, h, b) =
+        j > causal_limit || j >= min(mask.kv_lengths(b), kv_len) ||
+        (mask.has_bool_mask && mask.bool_mask(key, row, b) != 0) ||
+        (mask.has_additive && is_negative_infinity(mask.additive(key, row, h, b)));
     m.masked_logit(j, i, h, b) = select(m.masked(j, i, h, b), m.masked_value, logit(j, i, h, b));
     return m;
 }

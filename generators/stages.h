@@ -67,6 +67,7 @@ PackedScore define_packed_score(const Halide::Func &q, const Halide::Func &k, co
 // The logits score * scale + additive mask, and which of them are masked (causal, key lengths,
 // boolean mask, or an additive -inf), as Funcs of (j, i, h, b). Keys past kv_len are masked.
 struct MaskedLogits {
+    Halide::Func logit;         // score * scale + additive mask, masked or not
     Halide::Func masked;        // bool
     Halide::Func masked_logit;  // the logit, or masked_value where masked
     Halide::Expr masked_value;  // the lowest finite float (see stages.cpp)
@@ -110,7 +111,9 @@ AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, co
 // the tail of the block that holds the diagonal.
 // Nothing of size q_len x kv_len exists; a schedule keeps one query block x key block in cache.
 struct FlashAttentionStage : PackedScore {
-    Halide::Func block_logits;  // (jj, kb, i, h, b) -> {masked logit, masked (uint8)}
+    // (jj, kb, i, h, b): the masked logit; masked_value exactly where masked (see
+    // stages_flash.cpp)
+    Halide::Func block_logits;
     // The per-block Funcs below take the query as row ii of query block qb, so that their
     // reductions can stop at the query block's last visible key (a loop bound, not a mask).
     Halide::Func max_lanes;    // (u, kb, ii, qb, h, b): partial maxima of a key block

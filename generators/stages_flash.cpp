@@ -1,4 +1,6 @@
 // define_flash_attention (declared and described in stages.h).
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "layout.h"
@@ -45,10 +47,16 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     const MaskedLogits logits = define_masked_logits(a.score, scale, mask, q_len, kv_len);
     const Expr lowest = logits.masked_value;
     const Expr key = kb * kblock + jj;
-    // The block's logits and mask bits, once: both passes below read them.
+    // The block's logits, once: both passes below read them. A visible logit is kept above
+    // masked_value, so that a block maximum of masked_value means "every key of this block is
+    // masked for this query" and the probabilities need no mask bits of their own. (They had a
+    // byte per key, written here and read in block_probs: a narrowing store and a load, compare
+    // and select per vector of keys.) Only a visible logit of exactly the lowest float moves, to
+    // the next float up: softmax still sees equal logits as equal.
+    const Expr above_lowest = Expr(std::nextafter(std::numeric_limits<float>::lowest(), 0.0f));
     a.block_logits = Func("block_logits");
-    a.block_logits(jj, kb, i, h, b) = {logits.masked_logit(key, i, h, b),
-                                       cast<uint8_t>(logits.masked(key, i, h, b))};
+    a.block_logits(jj, kb, i, h, b) =
+        select(logits.masked(key, i, h, b), lowest, max(logits.logit(key, i, h, b), above_lowest));
     // A key block is visited only if some query of the query block qb may see some key in it:
     // its first key is within the causal limit of the block's last query. Halide skips the
     // block's producers with it, so a causal mask halves the work instead of masking it. (The
@@ -85,16 +93,18 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     a.max_lanes = Func("max_lanes");
     a.max_lanes(u, kb, ii, qb, h, b) = lowest;
     a.max_lanes(u, kb, ii, qb, h, b) =
-        max(a.max_lanes(u, kb, ii, qb, h, b), a.block_logits(lane_key, kb, row, h, b)[0]);
+        max(a.max_lanes(u, kb, ii, qb, h, b), a.block_logits(lane_key, kb, row, h, b));
     a.block_max = Func("block_max");
     a.block_max(kb, ii, qb, h, b) = lowest;
     a.block_max(kb, ii, qb, h, b) =
         max(a.block_max(kb, ii, qb, h, b), a.max_lanes(a.r_lanes, kb, ii, qb, h, b));
 
+    // A masked key's logit lies at least 2^104 below a block maximum that some visible key set,
+    // so exp_nonpositive gives it 0; a block where every key is masked has maximum masked_value.
     a.block_probs = Func("block_probs");
-    a.block_probs(jj, kb, ii, qb, h, b) = select(
-        a.block_logits(jj, kb, row, h, b)[1] != 0, 0.0f,
-        exp_nonpositive(a.block_logits(jj, kb, row, h, b)[0] - a.block_max(kb, ii, qb, h, b)));
+    a.block_probs(jj, kb, ii, qb, h, b) =
+        select(a.block_max(kb, ii, qb, h, b) == lowest, 0.0f,
+               exp_nonpositive(a.block_logits(jj, kb, row, h, b) - a.block_max(kb, ii, qb, h, b)));
     a.sum_lanes = Func("sum_lanes");
     a.sum_lanes(u, kb, ii, qb, h, b) = 0.0f;
     a.sum_lanes(u, kb, ii, qb, h, b) += a.block_probs(lane_key, kb, ii, qb, h, b);
