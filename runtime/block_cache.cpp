@@ -21,11 +21,60 @@ namespace {
 // 128 also keeps the size header below in its own cache line pair.
 constexpr size_t kAlignment = 128;
 constexpr size_t kCacheBytes = size_t(256) << 20;
-// Smaller blocks go straight to malloc: glibc serves them from per-thread arenas without
-// faulting, and the per-task tiles are many (thousands per call at bert-512), so sending them
-// through one mutex made the worker threads contend and sleep (perf: futex wake-ups and
-// context switches, bert-512 at 32 ms instead of 20 ms).
+// Smaller blocks, the per-task tiles (thousands per call at bert-512), are kept per thread
+// (SmallBlocks): sent through the one mutex of the large blocks, they made the worker threads
+// contend and sleep (perf: futex wake-ups and context switches, bert-512 at 32 ms instead of
+// 20 ms), and sent straight to glibc, its malloc and free took about 2% of attngen_sdpa at
+// bert-512 (perf).
 constexpr size_t kMinCachedBytes = size_t(128) << 10;
+
+// A thread's freed small blocks, looked up by exact capacity. A task allocates its handful of
+// tiles at the same sizes each time, so a few slots suffice. The slots are trivially
+// destructible, so they stay usable to the end of the thread; a separate thread_local object
+// frees their blocks at thread exit and closes them, so that a later free (static teardown)
+// goes to glibc.
+struct SmallBlocks {
+    static constexpr int kSlots = 16;
+    size_t capacities[kSlots];
+    void *blocks[kSlots];
+    int used;
+    bool closed;
+
+    void *take(size_t capacity) {
+        for (int s = used - 1; s >= 0; --s) {
+            if (capacities[s] != capacity) continue;
+            void *block = blocks[s];
+            --used;
+            capacities[s] = capacities[used];
+            blocks[s] = blocks[used];
+            return block;
+        }
+        return nullptr;
+    }
+    bool keep(size_t capacity, void *block) {
+        if (closed || used == kSlots) return false;
+        capacities[used] = capacity;
+        blocks[used] = block;
+        ++used;
+        return true;
+    }
+};
+thread_local SmallBlocks small_blocks;  // zero-initialized
+
+struct SmallBlocksReaper {
+    ~SmallBlocksReaper() {
+        small_blocks.closed = true;
+        for (int s = 0; s < small_blocks.used; ++s) std::free(small_blocks.blocks[s]);
+        small_blocks.used = 0;
+    }
+};
+
+SmallBlocks &thread_small_blocks() {
+    // Constructed on a thread's first use, so its destructor runs when that thread exits.
+    thread_local SmallBlocksReaper reaper;
+    (void)reaper;
+    return small_blocks;
+}
 
 struct Cache {
     std::mutex mutex;
@@ -59,6 +108,8 @@ void *cached_malloc(void *, size_t size) {
             c.cached_bytes -= capacity;
             return static_cast<char *>(block) + kAlignment;
         }
+    } else if (void *block = thread_small_blocks().take(capacity)) {
+        return static_cast<char *>(block) + kAlignment;
     }
     void *block = std::aligned_alloc(kAlignment, capacity);
     if (block == nullptr) return nullptr;
@@ -78,6 +129,8 @@ void cached_free(void *, void *ptr) {
             c.cached_bytes += capacity;
             return;
         }
+    } else if (thread_small_blocks().keep(capacity, block)) {
+        return;
     }
     std::free(block);
 }
