@@ -98,16 +98,15 @@ Expr exp_nonpositive(const Expr &x) {
     // ln 2 in two parts: n * 0.693359375 is exact, so r keeps its low bits.
     const Expr r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
     const Expr r2 = r * r;
-    const Expr poly =
-        ((((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
-            4.1665795894e-2f) *
-               r +
-           1.6666665459e-1f) *
-              r +
-          5.0000001201e-1f) *
-             r2 +
-         r) +
-        1.0f;
+    const Expr poly = ((((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
+                          4.1665795894e-2f) *
+                             r +
+                         1.6666665459e-1f) *
+                            r +
+                        5.0000001201e-1f) *
+                           r2 +
+                       r) +
+                      1.0f;
     const Expr two_to_n = reinterpret(Float(32), bits << 23);
     return select(x < -87.0f, 0.0f, poly * two_to_n);
 }

@@ -153,20 +153,24 @@ TEST(FlashBlocks, LongCausalHeadDim64) {
 }
 
 // Keys and values past kLongKeyValueBytes per head (1100 keys of 64 + 64 floats, 563 KB): the
-// long query blocks (128 queries) apply, and q_len sits one past them.
+// long query blocks apply, 128 queries without a causal mask and 32 (twice the tuned
+// query_block) with one; q_len sits one past each and one short of the causal one.
 TEST(FlashBlocks, LongKeysUseLongQueryBlocks) {
-    for (attngen_causal causal : {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
-        SCOPED_TRACE(int(causal));
-        SdpaTester()
-            .with_weights(false)
-            .batch(1)
-            .heads(1)
-            .q_len(129)
-            .kv_len(1100)
-            .dk(64)
-            .dv(64)
-            .causal(causal)
-            .Test();
+    for (attngen_causal causal :
+         {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_TOP_LEFT, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
+        for (int q_len : {31, 33, 129}) {
+            SCOPED_TRACE(testing::Message() << "causal " << int(causal) << ", q_len " << q_len);
+            SdpaTester()
+                .with_weights(false)
+                .batch(1)
+                .heads(1)
+                .q_len(q_len)
+                .kv_len(1100)
+                .dk(64)
+                .dv(64)
+                .causal(causal)
+                .Test();
+        }
     }
 }
 
