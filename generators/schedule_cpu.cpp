@@ -272,7 +272,11 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
         f.compute_at(key_block_step).vectorize(u, vec);
         f.update().vectorize(u, vec);
     }
+    // The max over the partial lanes as one vector reduction, not a chain of 16 dependent
+    // scalar maxima per query: sdpa 0.98x the time at bert-512 and gpt2-causal (4 alternating
+    // rounds). The sum stays a scalar chain: its order of additions is fixed for every target.
     a.block_max.compute_at(key_block_step);
+    a.block_max.update().atomic().vectorize(a.r_lanes);
     a.block_sum.compute_at(key_block_step);
     a.block_probs.compute_at(key_block_step).vectorize(jj, vec);
 
