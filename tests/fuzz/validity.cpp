@@ -59,6 +59,9 @@ void check_count(Verdict &v, int32_t count, int32_t full, const char *name) {
 
 void check_mask(Verdict &v, const attngen_mask *mask, int32_t batch, int32_t heads, int32_t q_len,
                 int32_t kv_len) {
+    // Scores and probabilities exist, at least blockwise, for every (b, h, i, j), with a mask
+    // or without one (the runtime refuses more than 2^31 - 1 logits either way).
+    check_intermediate(v, "the logits", {batch, heads, q_len, kv_len});
     if (mask == nullptr) return;
     const int32_t causal = raw(mask->causal);
     if (causal != ATTNGEN_CAUSAL_NONE && causal != ATTNGEN_CAUSAL_TOP_LEFT &&
@@ -82,8 +85,6 @@ void check_mask(Verdict &v, const attngen_mask *mask, int32_t batch, int32_t hea
         check_tensor(v, "mask.additive",
                      {mask->additive_batch, mask->additive_heads, q_len, kv_len}, 4);
     }
-    // Scores and probabilities exist, at least blockwise, for every (b, h, i, j).
-    check_intermediate(v, "the logits", {batch, heads, q_len, kv_len});
 }
 
 }  // namespace
