@@ -7,6 +7,7 @@
 #include <attngen/specialized.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -177,6 +178,12 @@ Result measure(const Toolchain &tools, const Candidate &candidate, const Shape &
         return result;
     }
     const pid_t child = fork();
+    if (child < 0) {
+        result.error = std::string("fork failed: ") + std::strerror(errno);
+        close(pipe_fds[0]);
+        close(pipe_fds[1]);
+        return result;
+    }
     if (child == 0) {
         close(pipe_fds[0]);
         // GPU kernels take their weights with the GPU's padding (layout.h).
@@ -190,10 +197,18 @@ Result measure(const Toolchain &tools, const Candidate &candidate, const Shape &
     close(pipe_fds[1]);
     const auto deadline = Clock::now() + std::chrono::duration<double>(tools.timeout_seconds);
     int status = 0;
-    while (waitpid(child, &status, WNOHANG) == 0) {
+    for (;;) {
+        const pid_t waited = waitpid(child, &status, WNOHANG);
+        if (waited == child) break;
+        if (waited < 0 && errno != EINTR) {
+            result.error = std::string("waitpid failed: ") + std::strerror(errno);
+            close(pipe_fds[0]);
+            return result;
+        }
         if (Clock::now() > deadline) {
             kill(child, SIGKILL);
-            waitpid(child, &status, 0);
+            while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+            }
             close(pipe_fds[0]);
             result.error = "timed out";
             return result;
