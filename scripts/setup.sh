@@ -16,6 +16,7 @@ debian_packages=(
     g++-aarch64-linux-gnu qemu-user
     clang-14 libclang-rt-14-dev
     pocl-opencl-icd ocl-icd-opencl-dev libopenblas-dev
+    nlohmann-json3-dev libcli11-dev
 )
 
 install_debian_packages() {
