@@ -84,8 +84,12 @@ ATTNGEN_API void attngen_mha_destroy(attngen_mha *m); /* NULL is fine */
 /* Weights as torch.nn.Linear stores them, row-major [out_features, in_features]:
  * wq [H*hd, d_model], wk [H*hd, kdim], wv [H*hd, vdim], wo [d_model, H*hd].
  * Biases bq, bk, bv [H*hd], bo [d_model]; NULL when use_bias is 0. The handle copies them.
- * Must not run concurrently with attngen_mha_forward on the same handle (it waits for running
- * forwards to finish, and forwards started later see the new weights). */
+ * Safe to call while other threads run attngen_mha_forward(_device) on the same handle, and
+ * from several threads at once: the new weights are copied without blocking forwards, then
+ * swapped in once the forwards running at that moment have finished. Forwards that run before
+ * the swap use the old weights; every forward started after this returns uses the new ones (of
+ * concurrent calls, the last to swap wins). On failure the handle keeps its weights. Like every
+ * call on a handle, it must not run concurrently with attngen_mha_destroy. */
 ATTNGEN_API attngen_status attngen_mha_set_weights(attngen_mha *m, const float *wq, const float *wk,
                                                    const float *wv, const float *wo,
                                                    const float *bq, const float *bk,
