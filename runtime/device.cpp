@@ -58,7 +58,7 @@ const halide_device_interface_t *gpu_interface_or_fail(attngen_device device) {
 attngen_status probe_device(attngen_device device) {
     const halide_device_interface_t *interface = gpu_interface_or_fail(device);
     if (interface == nullptr) return ATTNGEN_ERROR_UNSUPPORTED;
-    install_halide_error_handler();
+    install_halide_runtime_hooks();
     halide_dimension_t dim{0, 1, 1, 0};
     halide_buffer_t probe{};
     probe.type = halide_type_t(halide_type_float, 32);

@@ -73,7 +73,7 @@ attngen_status copy_bytes(attngen_device device, uint64_t address, void *host, u
     const halide_device_interface_t *interface = gpu_interface_or_fail(device);
     if (interface == nullptr) return ATTNGEN_ERROR_UNSUPPORTED;
     ATTNGEN_RETURN_IF_ERROR(require_not_null(host, "host"));
-    install_halide_error_handler();
+    install_halide_runtime_hooks();
     halide_dimension_t dim{};
     halide_buffer_t buf{};
     ATTNGEN_RETURN_IF_ERROR(describe_bytes(bytes, &dim, &buf));
@@ -100,7 +100,7 @@ attngen_status alloc_impl(attngen_device device, uint64_t bytes, uint64_t *addre
     ATTNGEN_RETURN_IF_ERROR(require_known_device(raw_enum_value(device), "device"));
     const halide_device_interface_t *interface = gpu_interface_or_fail(device);
     if (interface == nullptr) return ATTNGEN_ERROR_UNSUPPORTED;
-    install_halide_error_handler();
+    install_halide_runtime_hooks();
     auto allocation = std::make_unique<Allocation>();
     ATTNGEN_RETURN_IF_ERROR(describe_bytes(bytes, &allocation->dim, &allocation->buffer));
     KernelContext context;

@@ -72,7 +72,7 @@ const char *last_error_message() {
     return last_error.c_str();
 }
 
-void install_halide_error_handler() {
+void install_halide_runtime_hooks() {
     static std::once_flag once;
     std::call_once(once, [] {
         halide_set_error_handler(report_halide_error);
@@ -91,7 +91,7 @@ attngen_status kernel_failure(const char *kernel, int halide_code, const KernelC
 }  // namespace attngen::rt
 
 extern "C" void attngen_install_error_handler(void) {
-    attngen::rt::install_halide_error_handler();
+    attngen::rt::install_halide_runtime_hooks();
 }
 
 extern "C" const char *attngen_last_error(void) {

@@ -1,5 +1,6 @@
 // Error reporting of the C API: a thread-local message per failure, and the bridge that turns
-// Halide's runtime errors into attngen_status instead of letting them print or abort.
+// Halide's runtime errors into attngen_status instead of letting them print or abort (with the
+// other hooks attngen installs into the Halide runtime).
 #ifndef ATTNGEN_RUNTIME_ERRORS_H
 #define ATTNGEN_RUNTIME_ERRORS_H
 
@@ -25,9 +26,11 @@ struct KernelContext {
     std::string messages;
 };
 
-// Makes Halide report errors to the KernelContext of the failing call, and applies the CPU
-// dispatch policy (cpu_dispatch.h). Called before any kernel runs. Idempotent.
-void install_halide_error_handler();
+// Installs attngen's hooks into the Halide runtime, once per process: the error handler (errors
+// go to the KernelContext of the failing call, see report_halide_error), the CPU dispatch
+// policy (cpu_dispatch.h) and the block cache as Halide's allocator (block_cache.h). Called
+// before any kernel runs. Idempotent and thread-safe.
+void install_halide_runtime_hooks();
 
 // Maps a kernel's return code (and what its context collected) to a status and message.
 attngen_status kernel_failure(const char *kernel, int halide_code, const KernelContext &context);

@@ -162,7 +162,7 @@ static attngen_status attngen_mha_create_impl(const attngen_mha_config *config, 
     auto *m = new (std::nothrow) attngen_mha;
     if (m == nullptr) return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, "cannot allocate the handle");
     std::unique_ptr<attngen_mha> handle(m);
-    install_halide_error_handler();
+    install_halide_runtime_hooks();
     if (resolved.device != ATTNGEN_DEVICE_CPU)
         ATTNGEN_RETURN_IF_ERROR(probe_device(resolved.device));
     m->config = resolved;

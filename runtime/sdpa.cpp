@@ -56,7 +56,7 @@ static attngen_status attngen_sdpa_impl(int32_t batch, int32_t heads, int32_t q_
                                         float *out, float *weights) {
     ATTNGEN_RETURN_IF_ERROR(
         validate_sdpa(batch, heads, q_len, kv_len, dk, dv, q, k, v, mask, scale, out, weights));
-    install_halide_error_handler();
+    install_halide_runtime_hooks();
     StagedOutput staged_out(out, size_t(batch) * heads * q_len * dv);
     StagedOutput staged_weights(weights, size_t(batch) * heads * q_len * kv_len);
     ATTNGEN_RETURN_IF_ERROR(staged_out.allocate("out"));
@@ -108,7 +108,7 @@ static attngen_status attngen_linear_impl(int32_t rows, int32_t in_features, int
     ATTNGEN_RETURN_IF_ERROR(require_addressable("x", {rows, in_features}, 4));
     ATTNGEN_RETURN_IF_ERROR(require_addressable("w", {out_features, in_features}, 4));
     ATTNGEN_RETURN_IF_ERROR(require_addressable("y", {rows, out_features}, 4));
-    install_halide_error_handler();
+    install_halide_runtime_hooks();
     StagedOutput staged_y(y, size_t(rows) * out_features);
     ATTNGEN_RETURN_IF_ERROR(staged_y.allocate("y"));
 
