@@ -1,5 +1,6 @@
 #include "search_space.h"
 
+#include "schedule_knobs.h"
 #include "shapes.h"
 
 #include <random>
@@ -9,29 +10,15 @@
 namespace attngen::autotune {
 namespace {
 
-// Values worth trying per knob. Register tiles beyond these spill on every target attngen has
-// (16 or 32 vector registers); gemm_vectors times the vector width must divide the weight
-// padding (64 floats), which 1, 2 and 4 do for 4-, 8- and 16-float vectors.
-const std::map<std::string, std::vector<int>> &cpu_knob_values() {
-    static const std::map<std::string, std::vector<int>> values = {
-        {"gemm_vectors", {1, 2, 4}},          {"gemm_rows", {2, 4, 6, 8, 12}},
-        {"gemm_row_tiles", {1, 2, 4, 8, 16}}, {"query_block", {8, 16, 32, 64, 128}},
-        {"score_vectors", {1, 2, 4}},         {"score_rows", {2, 4, 6, 8}},
-        {"out_vectors", {1, 2, 4}},           {"out_rows", {2, 4, 6, 8}},
-        {"key_block", {64, 128, 256}},        {"long_query_block", {64, 128, 256}},
-    };
-    return values;
-}
-
-// GPU blocks (schedule_gpu.cpp): projection rows a multiple of its 4-row thread tile, query
-// blocks and key tiles that keep a block within 1024 threads.
-const std::map<std::string, std::vector<int>> &gpu_knob_values() {
-    static const std::map<std::string, std::vector<int>> values = {
-        {"gpu_gemm_rows", {8, 16, 32, 64}},
-        {"gpu_query_block", {4, 8, 16, 32}},
-        {"gpu_key_block", {16, 32, 64}},
-    };
-    return values;
+// The tuner values of the CPU or the GPU knobs (generators/schedule_knobs.h), by name: the
+// draws below go through the knobs in name order, so a seed gives the same candidates as
+// before the table moved there.
+std::map<std::string, const ScheduleKnob *> knobs_of(bool gpu) {
+    std::map<std::string, const ScheduleKnob *> knobs;
+    for (const ScheduleKnob &k : schedule_knobs()) {
+        if (k.gpu == gpu) knobs[k.name] = &k;
+    }
+    return knobs;
 }
 
 }  // namespace
@@ -58,20 +45,26 @@ std::vector<std::string> Candidate::generator_params() const {
 }
 
 Candidate parse_candidate(const std::string &text, bool gpu) {
-    const auto &knob_values = gpu ? gpu_knob_values() : cpu_knob_values();
+    const auto knobs = knobs_of(gpu);
     Candidate c;
     for (const std::string &item : split(text, ',')) {
         const size_t eq = item.find('=');
         const std::string name = item.substr(0, eq);
-        if (eq == std::string::npos || knob_values.count(name) == 0) {
+        if (eq == std::string::npos || knobs.count(name) == 0) {
             throw std::invalid_argument("'" + item + "' is not <knob>=<value> for a " +
                                         std::string(gpu ? "GPU" : "CPU") + " knob");
         }
         size_t used = 0;
         const std::string value = item.substr(eq + 1);
-        const int v = value.empty() ? 0 : std::stoi(value, &used);
-        if (used != value.size() || v <= 0) {
-            throw std::invalid_argument("'" + item + "': the value must be a positive integer");
+        int v = 0;
+        try {
+            v = std::stoi(value, &used);
+        } catch (const std::exception &) {
+            used = 0;  // not a number, or out of int's range: refused below
+        }
+        if (used != value.size() || v <= 0 || v > knobs.at(name)->max) {
+            throw std::invalid_argument("'" + item + "': the value must be an integer from 1 to " +
+                                        std::to_string(knobs.at(name)->max));
         }
         c.knobs[name] = v;
     }
@@ -81,7 +74,7 @@ Candidate parse_candidate(const std::string &text, bool gpu) {
 std::vector<Candidate> candidates_in_order(uint32_t seed, size_t random_count,
                                            const std::vector<std::string> &autoschedulers,
                                            bool gpu) {
-    const auto &knob_values = gpu ? gpu_knob_values() : cpu_knob_values();
+    const auto knobs = knobs_of(gpu);
     std::vector<Candidate> order;
     order.push_back(Candidate{});
     for (const std::string &a : autoschedulers) order.push_back(Candidate{{}, a});
@@ -92,7 +85,8 @@ std::vector<Candidate> candidates_in_order(uint32_t seed, size_t random_count,
          order.size() < 1 + autoschedulers.size() + random_count && tries < random_count * 20;
          ++tries) {
         Candidate c;
-        for (const auto &[name, values] : knob_values) {
+        for (const auto &[name, knob] : knobs) {
+            const std::vector<int> &values = knob->tuner_values;
             c.knobs[name] =
                 values[std::uniform_int_distribution<size_t>(0, values.size() - 1)(rng)];
         }

@@ -1,5 +1,5 @@
-// The schedule knobs attngen-autotune searches: the CPU or GPU GeneratorParams of
-// generators/generators.cpp, plus Halide's autoschedulers as whole-schedule candidates.
+// The schedule knobs attngen-autotune searches: the CPU or GPU knobs of
+// generators/schedule_knobs.h, plus Halide's autoschedulers as whole-schedule candidates.
 #ifndef ATTNGEN_AUTOTUNE_SEARCH_SPACE_H
 #define ATTNGEN_AUTOTUNE_SEARCH_SPACE_H
 
@@ -29,7 +29,7 @@ std::vector<Candidate> candidates_in_order(uint32_t seed, size_t random_count,
                                            bool gpu);
 
 // A candidate written as its key ("gemm_rows=6,query_block=32"), e.g. from --try. Throws
-// std::invalid_argument naming an unknown knob or a value that is not a positive integer.
+// std::invalid_argument naming an unknown knob or a value outside 1..its max.
 Candidate parse_candidate(const std::string &text, bool gpu);
 
 }  // namespace attngen::autotune

@@ -8,9 +8,31 @@
 # the configure with a message naming the file and what is wrong.
 include_guard(GLOBAL)
 
-set(ATTNGEN_TUNABLE_PARAMS gemm_vectors gemm_rows gemm_row_tiles query_block long_query_block
-    score_vectors score_rows out_vectors out_rows key_block gpu_gemm_rows gpu_query_block
-    gpu_key_block)
+# The knobs a tuned file may set: the KNOB lines of schedule_knobs.h, the one list of them
+# (installed beside this file; in the source tree it is in generators/). tests/knobs checks
+# that this reads the same names the compiler does.
+function(attngen_read_schedule_knobs OUT HEADER)
+    # Read whole, not line by line: the lines end in a backslash, which would escape the
+    # separators of a CMake list.
+    file(READ "${HEADER}" text)
+    string(REGEX MATCHALL "\n *KNOB\\([a-z0-9_]+," knobs "${text}")
+    set(names "")
+    foreach (knob IN LISTS knobs)
+        string(REGEX REPLACE "^\n *KNOB\\(([a-z0-9_]+),$" "\\1" name "${knob}")
+        list(APPEND names "${name}")
+    endforeach ()
+    if (NOT names)
+        message(FATAL_ERROR "attngen: no KNOB lines in ${HEADER}")
+    endif ()
+    set(${OUT} "${names}" PARENT_SCOPE)
+endfunction()
+
+if (EXISTS "${CMAKE_CURRENT_LIST_DIR}/schedule_knobs.h")
+    set(ATTNGEN_SCHEDULE_KNOBS_HEADER "${CMAKE_CURRENT_LIST_DIR}/schedule_knobs.h")
+else ()
+    set(ATTNGEN_SCHEDULE_KNOBS_HEADER "${CMAKE_CURRENT_LIST_DIR}/../generators/schedule_knobs.h")
+endif ()
+attngen_read_schedule_knobs(ATTNGEN_TUNABLE_PARAMS "${ATTNGEN_SCHEDULE_KNOBS_HEADER}")
 
 function(attngen_read_tuned_params OUT FILE)
     cmake_parse_arguments(PARSE_ARGV 2 ARG "" "SHAPE" "")

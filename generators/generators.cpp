@@ -5,6 +5,7 @@
 #include "layout.h"
 #include "schedule_cpu.h"
 #include "schedule_gpu.h"
+#include "schedule_knobs.h"
 #include "stages.h"
 
 namespace attngen {
@@ -16,50 +17,29 @@ using namespace Halide;
 // plan for it, and it is a shape where both projections and attention matter.
 constexpr int kEstBatch = 1, kEstLen = 128, kEstModel = 768, kEstHeads = 12, kEstHeadDim = 64;
 
-// Schedule knobs shared by every generator. Each one is a GeneratorParam with a range so a
-// build (PARAMS) or the autotuner can set it.
+// Schedule knobs shared by every generator: a GeneratorParam per knob of schedule_knobs.h,
+// 0 (derived from the target) to its max, so a build (PARAMS) or the autotuner can set it.
 template <typename T>
 class AttngenGenerator : public Generator<T> {
   public:
-    // 0 = derived from the target (resolve_cpu_knobs in schedule_cpu.cpp).
-    GeneratorParam<int> gemm_vectors{"gemm_vectors", 0, 0, 8};
-    GeneratorParam<int> gemm_rows{"gemm_rows", 0, 0, 16};
-    GeneratorParam<int> gemm_row_tiles{"gemm_row_tiles", 0, 0, 64};
-    GeneratorParam<int> query_block{"query_block", 0, 0, 512};
-    GeneratorParam<int> long_query_block{"long_query_block", 0, 0, 512};
-    GeneratorParam<int> score_vectors{"score_vectors", 0, 0, 4};
-    GeneratorParam<int> score_rows{"score_rows", 0, 0, 8};
-    GeneratorParam<int> out_vectors{"out_vectors", 0, 0, 4};
-    GeneratorParam<int> out_rows{"out_rows", 0, 0, 8};
-    GeneratorParam<int> key_block{"key_block", 0, 0, 1024};
-    // GPU targets (schedule_gpu.h); 0 = default.
-    GeneratorParam<int> gpu_gemm_rows{"gpu_gemm_rows", 0, 0, 128};
-    GeneratorParam<int> gpu_query_block{"gpu_query_block", 0, 0, 64};
-    GeneratorParam<int> gpu_key_block{"gpu_key_block", 0, 0, 128};
+#define ATTNGEN_KNOB_PARAM(name, max, values, what) GeneratorParam<int> name{#name, 0, 0, max};
+    ATTNGEN_SCHEDULE_KNOBS(ATTNGEN_KNOB_PARAM)
+#undef ATTNGEN_KNOB_PARAM
 
   protected:
+#define ATTNGEN_KNOB_COPY(name, max, values, what) k.name = name;
     CpuScheduleKnobs cpu_knobs() const {
         CpuScheduleKnobs k;
-        k.gemm_vectors = gemm_vectors;
-        k.gemm_rows = gemm_rows;
-        k.gemm_row_tiles = gemm_row_tiles;
-        k.query_block = query_block;
-        k.long_query_block = long_query_block;
-        k.score_vectors = score_vectors;
-        k.score_rows = score_rows;
-        k.out_vectors = out_vectors;
-        k.out_rows = out_rows;
-        k.key_block = key_block;
+        ATTNGEN_CPU_SCHEDULE_KNOBS(ATTNGEN_KNOB_COPY)
         return k;
     }
 
     GpuScheduleKnobs gpu_knobs() const {
         GpuScheduleKnobs k;
-        k.gemm_block_rows = gpu_gemm_rows;
-        k.query_block = gpu_query_block;
-        k.key_block = gpu_key_block;
+        ATTNGEN_GPU_SCHEDULE_KNOBS(ATTNGEN_KNOB_COPY)
         return k;
     }
+#undef ATTNGEN_KNOB_COPY
 
     // An input as the algorithm reads it. attngen's own schedules compute exactly the regions
     // whose reads stay inside the inputs (or clamp them); an autoscheduler's tiles may reach
@@ -80,9 +60,9 @@ class AttngenGenerator : public Generator<T> {
         const Target t = this->get_target();
         if (weights == nullptr && !t.has_gpu_feature() && !this->using_autoscheduler()) {
             const CpuScheduleKnobs knobs = resolve_cpu_knobs(cpu_knobs(), t);
-            FlashAttentionStage a =
-                define_flash_attention(q, k, v, dk, dv, q_len, kv_len, scale, mask,
-                                       knobs.query_block, knobs.long_query_block, knobs.key_block);
+            const Expr query_block = flash_query_block(knobs, t, kv_len, dk, dv, mask.causal);
+            FlashAttentionStage a = define_flash_attention(q, k, v, dk, dv, q_len, kv_len, scale,
+                                                           mask, query_block, knobs.key_block);
             schedule_flash_attention_cpu(a, t, knobs);
             return a.out;
         }

@@ -1,5 +1,7 @@
 #include "schedule_cpu.h"
 
+#include <algorithm>
+
 #include "layout.h"
 
 namespace attngen {
@@ -50,11 +52,12 @@ void schedule_transpose(Func f, Func source, const Var &x, const Var &y, int vec
 
 // Keys transposed to (j, d, h, b) and values copied to (c, j, h, b), at root, one task per head
 // and batch.
-void schedule_key_value_packing(Func k_packed, Func k_source, Func v_packed, int vec) {
+void schedule_key_value_packing(const PackedScore &p, int vec) {
+    Func k_packed = p.k_packed, v_packed = p.v_packed;
     const std::vector<Var> k = k_packed.args(), v = v_packed.args();
     Var hb("hb");
     k_packed.compute_root().fuse(k[2], k[3], hb).parallel(hb);
-    schedule_transpose(k_packed, k_source, k[0], k[1], vec);
+    schedule_transpose(k_packed, p.k_source, k[0], k[1], vec);
     v_packed.compute_root().fuse(v[2], v[3], hb).parallel(hb).vectorize(v[0], vec);
 }
 
@@ -89,7 +92,26 @@ void schedule_register_tile_at(Func acc, const LoopLevel &at, const Var &columns
         .unroll(rows);
 }
 
+// Per head, keys and values beyond this many bytes are "long": query blocks of long_query_block
+// then amortize streaming them from L3 (L2 is 1-2 MiB per core on the CPUs attngen targets).
+// (query_block 16 suits bert-512, whose 256 KiB of keys and values per head stay in L2; at
+// long-single, 8 MiB per head, it took 1979 ms against about 480 ms with 128.)
+constexpr int64_t kLongKeyValueBytes = 512 * 1024;
+
 }  // namespace
+
+Expr flash_query_block(const CpuScheduleKnobs &requested, const Target &target, const Expr &kv_len,
+                       const Expr &dk, const Expr &dv, const Expr &causal) {
+    const CpuScheduleKnobs knobs = resolve_cpu_knobs(requested, target);
+    const Expr kv_bytes = cast<int64_t>(kv_len) * (dk + dv) * int(sizeof(float));
+    // A causal call computes, in the key block that holds its query block's diagonal, up to a
+    // query block's height of masked keys per query. There long blocks cost more than their
+    // streaming saves: at long-causal (sdpa, 2 alternating rounds against 128 rows), 32 rows
+    // took 0.95x the time, 16 and 64 rows 0.97x.
+    const int long_causal_query_block = std::min(knobs.long_query_block, 2 * knobs.query_block);
+    return select(kv_bytes <= Expr(kLongKeyValueBytes), knobs.query_block, causal != 0,
+                  long_causal_query_block, knobs.long_query_block);
+}
 
 CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
     // Register tiles sized to the register file: AArch64 (NEON) and AVX-512 have 32 vector
@@ -199,7 +221,7 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
     const int vec = vector_width(target);
     const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
 
-    schedule_key_value_packing(a.k_packed, a.k_source, a.v_packed, vec);
+    schedule_key_value_packing(a.packed, vec);
 
     // The softmax stages are computed per query block inside the task loop of the Func that
     // consumes them, so only query_block x kv_len scores are live per task: memory grows
@@ -217,7 +239,7 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
     // block's buffer, both tiles of this path were a load, an FMA and a store per step; in
     // registers, their tasks fell from 3.6% to 2.5% (scores, softmax) and 1.6% to 0.7%
     // (probs x values) of the samples of an MHA forward at the tutorial shape, perf.)
-    schedule_register_tile_at(a.score, LoopLevel(softmax_root, task), j, i, a.r_dot,
+    schedule_register_tile_at(a.packed.score, LoopLevel(softmax_root, task), j, i, a.packed.r_dot,
                               knobs.score_vectors, knobs.score_rows, vec);
 
     // Row reductions: kReductionLanes partial results per row, whole vectors.
@@ -247,7 +269,7 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     const int vec = vector_width(target);
     const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u, &jj = a.jj, &ii = a.ii;
 
-    schedule_key_value_packing(a.k_packed, a.k_source, a.v_packed, vec);
+    schedule_key_value_packing(a.packed, vec);
 
     // One parallel task per query block (of every head and batch); the running state of the
     // block's queries lives for the task, and everything of one key block for one step of it.
@@ -259,8 +281,8 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
 
     // Score register tile: score_vectors vectors of keys by score_rows queries, with the dot
     // product over d outside it.
-    schedule_register_tile_at(a.score, key_block_step, j, i, a.r_dot, knobs.score_vectors,
-                              knobs.score_rows, vec);
+    schedule_register_tile_at(a.packed.score, key_block_step, j, i, a.packed.r_dot,
+                              knobs.score_vectors, knobs.score_rows, vec);
     // Without a boolean or additive mask, a specialization drops their loads (they were
     // emulated gathers, because the key index is clamped for the last block). With a mask, the
     // clamp carries likely() (stages.cpp) so that loop partitioning may drop it from the other
@@ -292,7 +314,7 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // sizes are run-time values, so each was a malloc and a free per step (perf: 8% of an sdpa
     // call at bert-512 in glibc's allocator).
     const LoopLevel task_level(a.out, task);
-    for (Func f : {a.score.in(), a.block_logits, a.max_lanes, a.block_max, a.block_probs,
+    for (Func f : {a.packed.score.in(), a.block_logits, a.max_lanes, a.block_max, a.block_probs,
                    a.block_out.in(), a.sum_lanes, a.block_sum}) {
         f.hoist_storage(task_level);
     }

@@ -5,27 +5,29 @@
 #define ATTNGEN_GENERATORS_SCHEDULE_CPU_H
 
 #include "Halide.h"
+#include "schedule_knobs.h"
 #include "stages.h"
 
 namespace attngen {
 
-// Tile sizes of the CPU schedules. A knob of 0 means "derive it from the target"
-// (default_cpu_knobs); the generators expose each one as a GeneratorParam.
+// Tile sizes of the CPU schedules, one int per knob of ATTNGEN_CPU_SCHEDULE_KNOBS
+// (schedule_knobs.h, which says what each controls). 0 means "derive it from the target"
+// (resolve_cpu_knobs); the generators expose each one as a GeneratorParam.
 struct CpuScheduleKnobs {
-    int gemm_vectors = 0;      // vectors across output features in a projection register tile
-    int gemm_rows = 0;         // rows in a projection register tile
-    int gemm_row_tiles = 0;    // register tiles of rows per parallel projection task
-    int query_block = 0;       // queries per parallel attention task
-    int long_query_block = 0;  // the same when a head's keys and values exceed L2 (flash)
-    int score_vectors = 0;     // vectors across keys in a score register tile
-    int score_rows = 0;        // queries in a score register tile
-    int out_vectors = 0;       // vectors across value features in a probs x values register tile
-    int out_rows = 0;          // queries in a probs x values register tile
-    int key_block = 0;         // keys per block of the flash attention (a multiple of 16)
+#define ATTNGEN_KNOB_FIELD(name, max, values, what) int name = 0;
+    ATTNGEN_CPU_SCHEDULE_KNOBS(ATTNGEN_KNOB_FIELD)
+#undef ATTNGEN_KNOB_FIELD
 };
 
 // Replaces every 0 knob by the value for the target's register file and vector width.
 CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs knobs, const Halide::Target &target);
+
+// The query block of the flash attention for a call: query_block while a head's keys and
+// values stay in L2, long_query_block beyond (2 x query_block at most for causal calls).
+// Target policy, so it lives here; define_flash_attention takes the result.
+Halide::Expr flash_query_block(const CpuScheduleKnobs &knobs, const Halide::Target &target,
+                               const Halide::Expr &kv_len, const Halide::Expr &dk,
+                               const Halide::Expr &dv, const Halide::Expr &causal);
 
 // Schedules result (compute_root, or a pipeline output) and its accumulator.
 void schedule_projection_cpu(ProjectionStage &p, const Halide::Target &target,
@@ -39,7 +41,7 @@ void schedule_attention_cpu(AttentionStage &a, const Halide::Target &target,
 
 // Schedules the flash attention stages; a.out must be computed at root (it is a pipeline
 // output or the input of the output projection). The query and key blocks are those the
-// algorithm was defined with.
+// algorithm was defined with (flash_query_block and knobs.key_block).
 void schedule_flash_attention_cpu(FlashAttentionStage &a, const Halide::Target &target,
                                   const CpuScheduleKnobs &knobs);
 

@@ -68,16 +68,16 @@ void register_tile(Func f, const Var &x, const Var &y, const std::vector<RVar> &
 
 GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs k) {
     const auto pick = [](int knob, int fallback) { return knob > 0 ? knob : fallback; };
-    k.gemm_block_rows = pick(k.gemm_block_rows, 32);
-    k.query_block = pick(k.query_block, 16);
-    k.key_block = pick(k.key_block, 32);
+    k.gpu_gemm_rows = pick(k.gpu_gemm_rows, 32);
+    k.gpu_query_block = pick(k.gpu_query_block, 16);
+    k.gpu_key_block = pick(k.gpu_key_block, 32);
     return k;
 }
 
 void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &requested) {
     const GpuScheduleKnobs knobs = resolve_gpu_knobs(requested);
     const int tile = kProjectionThreadTile;
-    if (knobs.gemm_block_rows % tile != 0) {
+    if (knobs.gpu_gemm_rows % tile != 0) {
         throw CompileError("gpu_gemm_rows must be a multiple of " + std::to_string(tile));
     }
     // A block covers kWeightPadding output features, so its register tiles never pass the end
@@ -85,7 +85,7 @@ void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &request
     // weight float4 serves 4 rows of a thread, each input value 4 features.
     Var ob("ob"), nb("nb"), oi("oi"), ni("ni"), ot("ot"), nt("nt"), ox("ox"), nx("nx");
     p.result.compute_root()
-        .tile(p.o, p.n, ob, nb, oi, ni, kWeightPadding, knobs.gemm_block_rows, kExact)
+        .tile(p.o, p.n, ob, nb, oi, ni, kWeightPadding, knobs.gpu_gemm_rows, kExact)
         .tile(oi, ni, ot, nt, ox, nx, tile, tile)
         .reorder(ox, nx, ot, nt, ob, nb)
         .gpu_blocks(ob, nb)
@@ -103,7 +103,7 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested
     // Scores: one kernel of 4 x 4 register tiles, written to device memory. Keys and values
     // are read in place (the CPU's packing copies would be a kernel of their own here).
     {
-        Func score_tiles = a.score.in();
+        Func score_tiles = a.packed.score.in();
         Var jb("jb"), ib("ib"), ji("ji"), ii("ii"), jt("jt"), it("it"), jx("jx"), ix("ix");
         score_tiles.compute_root()
             .tile(j, i, jb, ib, ji, ii, kScoreBlockKeys, kScoreBlockQueries, kExact)
@@ -115,8 +115,8 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested
             .unroll(jx)
             .unroll(ix);
         // Safe to compute whole tiles: queries are read at a clamped row, keys are clamped.
-        a.score.compute_at(score_tiles, jt);
-        register_tile(a.score, j, i, {a.r_dot}, kScoreThreadTile);
+        a.packed.score.compute_at(score_tiles, jt);
+        register_tile(a.packed.score, j, i, {a.packed.r_dot}, kScoreThreadTile);
     }
 
     // Softmax statistics: kReductionLanes x query_block threads per block each reduce every
@@ -125,7 +125,8 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested
     // small kernels of their own: computed inside the output kernel instead, with its
     // multi-tile key loop, the OpenCL build gave wrong outputs for kv_len > key_block (seen
     // on PoCL with the device suite; not understood yet, so not fused).
-    const Var out_block = gpu_query_blocks(a.out, c, i, h, b, knobs.query_block, kFeatureThreads);
+    const Var out_block =
+        gpu_query_blocks(a.out, c, i, h, b, knobs.gpu_query_block, kFeatureThreads);
     const auto lane_reduction_at = [&](Func f, const Func &at, const Var &block) {
         f.compute_at(at, block).gpu_threads(u, i);
         f.update(0).gpu_threads(u, i);
@@ -136,7 +137,8 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested
         f.update().gpu_threads(i);
     };
     if (weights_output) {
-        const Var block = gpu_query_blocks(a.probs, j, i, h, b, knobs.query_block, knobs.key_block);
+        const Var block =
+            gpu_query_blocks(a.probs, j, i, h, b, knobs.gpu_query_block, knobs.gpu_key_block);
         lane_reduction_at(a.max_lanes, a.probs, block);
         lane_reduction_at(a.sum_lanes, a.probs, block);
         row_reduction_at(a.row_max, a.probs, block);
@@ -145,7 +147,7 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested
     } else {
         Var io("io"), ii("ii");
         for (Stage s : {Stage(a.row_max), a.row_max.update(), Stage(a.inv_sum)}) {
-            s.split(i, io, ii, knobs.query_block, kExact).gpu_blocks(io, h, b).gpu_threads(ii);
+            s.split(i, io, ii, knobs.gpu_query_block, kExact).gpu_blocks(io, h, b).gpu_threads(ii);
         }
         a.row_max.compute_root();
         a.inv_sum.compute_root();
@@ -164,7 +166,7 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested
         .reorder(ci, i, co)
         .gpu_threads(ci, i);
     a.out_acc.update()
-        .split(a.r_keys, rko, rki, knobs.key_block)
+        .split(a.r_keys, rko, rki, knobs.gpu_key_block)
         .split(c, co, ci, kFeatureThreads, TailStrategy::RoundUp)
         .reorder(rki, co, ci, i, rko)
         .gpu_threads(ci, i);
@@ -173,7 +175,7 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested
         const std::vector<Var> args = probs_tile.args();
         probs_tile.compute_at(a.out_acc, rko).gpu_threads(args[0], args[1]);
     }
-    Func values_tile = a.v_packed.in(a.out_acc);
+    Func values_tile = a.packed.v_packed.in(a.out_acc);
     {
         const std::vector<Var> args = values_tile.args();
         Var fo("fo"), fi("fi");

@@ -5,16 +5,18 @@
 #define ATTNGEN_GENERATORS_SCHEDULE_GPU_H
 
 #include "Halide.h"
+#include "schedule_knobs.h"
 #include "stages.h"
 
 namespace attngen {
 
-// Tile sizes of the GPU schedules; 0 = the default. Each is a GeneratorParam of the generators
-// so the autotuner can set them on a machine with a GPU.
+// Tile sizes of the GPU schedules, one int per knob of ATTNGEN_GPU_SCHEDULE_KNOBS
+// (schedule_knobs.h); 0 = the default (resolve_gpu_knobs). Each is a GeneratorParam of the
+// generators so the autotuner can set them on a machine with a GPU.
 struct GpuScheduleKnobs {
-    int gemm_block_rows = 0;  // rows of a projection block (its width is kWeightPadding features)
-    int query_block = 0;      // queries per attention block
-    int key_block = 0;        // keys per shared-memory tile of the probs x values reduction
+#define ATTNGEN_KNOB_FIELD(name, max, values, what) int name = 0;
+    ATTNGEN_GPU_SCHEDULE_KNOBS(ATTNGEN_KNOB_FIELD)
+#undef ATTNGEN_KNOB_FIELD
 };
 
 GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs knobs);

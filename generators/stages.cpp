@@ -44,6 +44,10 @@ Func split_heads(const std::string &name, const Func &projected, const Expr &hea
     return heads;
 }
 
+Expr causal_key_offset(const MaskInputs &mask, const Expr &q_len, const Expr &kv_len) {
+    return select(mask.causal == 1, 0, mask.causal == 2, kv_len - q_len, kv_len);
+}
+
 MaskedLogits define_masked_logits(const Func &score, const Expr &scale, const MaskInputs &mask,
                                   const Expr &q_len, const Expr &kv_len) {
     MaskedLogits m;
@@ -66,8 +70,7 @@ MaskedLogits define_masked_logits(const Func &score, const Expr &scale, const Ma
     const Expr row = clamp(i, 0, q_len - 1), key = min(likely(j), kv_len - 1);
     logit(j, i, h, b) =
         score(j, i, h, b) * scale + select(mask.has_additive, mask.additive(key, row, h, b), 0.0f);
-    const Expr causal_limit =
-        select(mask.causal == 1, i, mask.causal == 2, i + (kv_len - q_len), kv_len);
+    const Expr causal_limit = i + causal_key_offset(mask, q_len, kv_len);
     // -inf from the additive mask counts as masked, so a row of -inf yields zeros, not NaN.
     // The bits tested are the mask's as loaded: on the sum score * scale + additive, LLVM may
     // fold the test away, since fast-math lets it assume no arithmetic result is infinite (it
@@ -146,9 +149,9 @@ AttentionStage define_attention(const Func &q, const Func &k, const Func &v, con
     a.q_len = q_len;
     a.kv_len = kv_len;
 
-    static_cast<PackedScore &>(a) = define_packed_score(q, k, v, dk, dv, q_len, kv_len);
+    a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len);
 
-    const MaskedLogits logits = define_masked_logits(a.score, scale, mask, q_len, kv_len);
+    const MaskedLogits logits = define_masked_logits(a.packed.score, scale, mask, q_len, kv_len);
     const Func &masked = logits.masked, &masked_logit = logits.masked_logit;
     const Expr masked_value = logits.masked_value;
     const Expr row = clamp(i, 0, q_len - 1);
@@ -197,7 +200,7 @@ AttentionStage define_attention(const Func &q, const Func &k, const Func &v, con
     a.out_acc(c, i, h, b) = 0.0f;
     // probs is read at a clamped row because it may be a pipeline output (the weights), which
     // cannot grow to cover rows a register tile computes past q_len.
-    a.out_acc(c, i, h, b) += a.probs(a.r_keys, row, h, b) * a.v_packed(c, a.r_keys, h, b);
+    a.out_acc(c, i, h, b) += a.probs(a.r_keys, row, h, b) * a.packed.v_packed(c, a.r_keys, h, b);
     a.out = Func("attention_out");
     a.out(c, i, h, b) = a.out_acc(c, i, h, b);
     return a;

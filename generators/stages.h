@@ -51,6 +51,12 @@ struct MaskInputs {
     Halide::Expr has_additive;
 };
 
+// Query i sees keys j <= i + causal_key_offset: 0 for a top-left causal mask, kv_len - q_len
+// for a bottom-right one, kv_len (every key) without one. The one place the causal modes are
+// told apart.
+Halide::Expr causal_key_offset(const MaskInputs &mask, const Halide::Expr &q_len,
+                               const Halide::Expr &kv_len);
+
 // Keys transposed and values copied so that schedules can round tiles up past the last key or
 // feature, and the scores q . k over them: the first stage of both attention algorithms.
 struct PackedScore {
@@ -81,7 +87,8 @@ Halide::Expr exp_nonpositive(const Halide::Expr &x);
 
 // Scaled score, masked softmax and weights x values for projected heads
 // q(d, i, h, b), k(d, j, h, b), v(c, j, h, b).
-struct AttentionStage : PackedScore {
+struct AttentionStage {
+    PackedScore packed;      // packed keys and values, and the scores
     Halide::Func max_lanes;  // (u, i, h, b): per-lane running max of masked logits
     Halide::Func row_max;    // (i, h, b)
     Halide::Func exp_score;  // (j, i, h, b): exp(logit - max), 0 where masked
@@ -110,7 +117,8 @@ AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, co
 // that the keys a causal mask hides from a whole query block are skipped: whole key blocks, and
 // the tail of the block that holds the diagonal.
 // Nothing of size q_len x kv_len exists; a schedule keeps one query block x key block in cache.
-struct FlashAttentionStage : PackedScore {
+struct FlashAttentionStage {
+    PackedScore packed;  // packed keys and values, and the scores
     // (jj, kb, i, h, b): the masked logit; masked_value exactly where masked (see
     // stages_flash.cpp)
     Halide::Func block_logits;
@@ -134,17 +142,15 @@ struct FlashAttentionStage : PackedScore {
     MaskInputs mask;
 };
 
-// Per head, keys and values beyond this many bytes are "long": query blocks of long_query_block
-// then amortize streaming them from L3 (L2 is 1-2 MiB per core on the CPUs attngen targets).
-constexpr int64_t kLongKeyValueBytes = 512 * 1024;
-
-// key_block must be a multiple of kReductionLanes.
+// The block sizes are the schedule's choice (schedule_cpu.h: flash_query_block): query_block
+// may depend on the call (a positive Expr), key_block must be a multiple of kReductionLanes.
+// Both shrink to the problem where it is smaller.
 FlashAttentionStage define_flash_attention(const Halide::Func &q, const Halide::Func &k,
                                            const Halide::Func &v, const Halide::Expr &dk,
                                            const Halide::Expr &dv, const Halide::Expr &q_len,
                                            const Halide::Expr &kv_len, const Halide::Expr &scale,
-                                           const MaskInputs &mask, int query_block,
-                                           int long_query_block, int key_block);
+                                           const MaskInputs &mask, const Halide::Expr &query_block,
+                                           int key_block);
 
 }  // namespace attngen
 

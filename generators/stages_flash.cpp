@@ -1,5 +1,4 @@
 // define_flash_attention (declared and described in stages.h).
-#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -14,33 +13,17 @@ using namespace Halide;
 FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const Func &v,
                                            const Expr &dk, const Expr &dv, const Expr &q_len,
                                            const Expr &kv_len, const Expr &scale,
-                                           const MaskInputs &mask, int query_block,
-                                           int long_query_block, int key_block) {
-    if (query_block <= 0 || long_query_block <= 0 || key_block <= 0 ||
-        key_block % kReductionLanes != 0) {
-        throw CompileError(
-            "flash attention needs query_block > 0, long_query_block > 0 and "
-            "key_block a positive multiple of " +
-            std::to_string(kReductionLanes) + "; got " + std::to_string(query_block) + ", " +
-            std::to_string(long_query_block) + " and " + std::to_string(key_block));
+                                           const MaskInputs &mask, const Expr &query_block,
+                                           int key_block) {
+    if (key_block <= 0 || key_block % kReductionLanes != 0) {
+        throw CompileError("flash attention needs key_block a positive multiple of " +
+                           std::to_string(kReductionLanes) + "; got " + std::to_string(key_block));
     }
     FlashAttentionStage a;
     // Blocks shrink to the problem: a call with 10 queries and 20 keys computes a 10 x 32
     // block, not query_block x key_block (attngen_sdpa at the tutorial shape: 24 ms with whole
     // blocks, about 2 ms with these).
-    // Every query block streams its head's keys and values: past kLongKeyValueBytes per head
-    // they no longer stay in L2, and long_query_block amortizes the stream over more queries.
-    // (query_block 16 suits bert-512, whose 256 KiB of keys and values per head stay in L2;
-    // at long-single, 8 MiB per head, it took 1979 ms against about 480 ms with 128.)
-    const Expr kv_bytes = cast<int64_t>(kv_len) * (dk + dv) * int(sizeof(float));
-    // A causal call computes, in the key block that holds its query block's diagonal, up to a
-    // query block's height of masked keys per query. There long blocks cost more than their
-    // streaming saves: at long-causal (sdpa, 2 alternating rounds against 128 rows), 32 rows
-    // took 0.95x the time, 16 and 64 rows 0.97x.
-    const int long_causal_query_block = std::min(long_query_block, 2 * query_block);
-    const Expr wanted_qblock = select(kv_bytes <= Expr(kLongKeyValueBytes), query_block,
-                                      mask.causal != 0, long_causal_query_block, long_query_block);
-    const Expr qblock = min(wanted_qblock, q_len);
+    const Expr qblock = min(query_block, q_len);
     const Expr kblock =
         min(key_block, (kv_len + (kReductionLanes - 1)) / kReductionLanes * kReductionLanes);
     a.query_block = qblock;
@@ -49,8 +32,8 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     const Var &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
     const Var &kb = a.kb, &jj = a.jj, &ii = a.ii, &qb = a.qb;
 
-    static_cast<PackedScore &>(a) = define_packed_score(q, k, v, dk, dv, q_len, kv_len);
-    const MaskedLogits logits = define_masked_logits(a.score, scale, mask, q_len, kv_len);
+    a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len);
+    const MaskedLogits logits = define_masked_logits(a.packed.score, scale, mask, q_len, kv_len);
     const Expr lowest = logits.masked_value;
     const Expr key = kb * kblock + jj;
     // The block's logits, once: both passes below read them. A visible logit is kept above
@@ -71,12 +54,11 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     // the block buffers were hoisted to the task.)
     const Expr row = qb * qblock + ii;
     const Expr last_row = min(qb * qblock + (qblock - 1), q_len - 1);
-    // Written as a min, not a select per causal mode: Halide then proves the trimmed loops
-    // below need no condition inside them (with the select, each step kept an `if`, and LLVM
-    // spilled the probs x values accumulators to the stack around it: 1.5x the time).
-    const Expr causal_offset =
-        select(mask.causal == 1, 0, mask.causal == 2, kv_len - q_len, kv_len);
-    const Expr last_key = min(last_row + causal_offset, kv_len - 1);
+    // The causal limit enters as an offset inside one min, not as a select between per-mode
+    // limits: Halide then proves the trimmed loops below need no condition inside them (with a
+    // select of limits, each step kept an `if`, and LLVM spilled the probs x values
+    // accumulators to the stack around it: 1.5x the time).
+    const Expr last_key = min(last_row + causal_key_offset(mask, q_len, kv_len), kv_len - 1);
     const Expr num_blocks = (kv_len + (kblock - 1)) / kblock;
     a.r_blocks = RDom(0, num_blocks, "r_blocks");
     a.r_blocks.where(a.r_blocks * kblock <= last_key);
@@ -122,9 +104,9 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     a.r_block_keys.where(a.r_block_keys <= last_key_in_block);
     a.block_out = Func("block_out");
     a.block_out(c, kb, ii, qb, h, b) =
-        a.block_probs(0, kb, ii, qb, h, b) * a.v_packed(c, kb * kblock, h, b);
+        a.block_probs(0, kb, ii, qb, h, b) * a.packed.v_packed(c, kb * kblock, h, b);
     a.block_out(c, kb, ii, qb, h, b) += a.block_probs(a.r_block_keys, kb, ii, qb, h, b) *
-                                        a.v_packed(c, kb * kblock + a.r_block_keys, h, b);
+                                        a.packed.v_packed(c, kb * kblock + a.r_block_keys, h, b);
 
     // The online combination over the visited key blocks, per query block.
     a.state = Func("flash_state");

@@ -1,0 +1,73 @@
+// The schedule knobs, defined once. Every consumer reads this list: the knob structs of the
+// schedules (schedule_cpu.h, schedule_gpu.h), the generators' GeneratorParams
+// (generators.cpp), the autotuner's search space (autotune/search_space.cpp), and CMake's list
+// of knobs a tuned file may set (cmake/AttngenTunedParams.cmake parses the KNOB lines below;
+// tests/knobs checks that it reads the same list the compiler does).
+//
+// KNOB(name, max, tuner values, what it controls): the knob takes 0 ("derived from the
+// target": resolve_cpu_knobs, resolve_gpu_knobs) to max; the autotuner draws from the tuner
+// values. Plain C++, free of Halide, so that the autotuner and the tests can include it.
+#ifndef ATTNGEN_GENERATORS_SCHEDULE_KNOBS_H
+#define ATTNGEN_GENERATORS_SCHEDULE_KNOBS_H
+
+#include <string>
+#include <vector>
+
+// clang-format off
+// Register tiles beyond these tuner values spill on every target attngen has (16 or 32 vector
+// registers); gemm_vectors times the vector width must divide the weight padding (64 floats),
+// which 1, 2 and 4 do for 4-, 8- and 16-float vectors. key_block is a multiple of 16
+// (kReductionLanes).
+#define ATTNGEN_CPU_SCHEDULE_KNOBS(KNOB)                                                           \
+    KNOB(gemm_vectors, 8, (1, 2, 4), "vectors across output features in a projection register tile") \
+    KNOB(gemm_rows, 16, (2, 4, 6, 8, 12), "rows in a projection register tile")                    \
+    KNOB(gemm_row_tiles, 64, (1, 2, 4, 8, 16), "register tiles of rows per parallel projection task") \
+    KNOB(query_block, 512, (8, 16, 32, 64, 128), "queries per parallel attention task")            \
+    KNOB(long_query_block, 512, (64, 128, 256),                                                   \
+         "queries per attention task when a head's keys and values exceed L2 (flash)")            \
+    KNOB(score_vectors, 4, (1, 2, 4), "vectors across keys in a score register tile")              \
+    KNOB(score_rows, 8, (2, 4, 6, 8), "queries in a score register tile")                          \
+    KNOB(out_vectors, 4, (1, 2, 4), "vectors across value features in a probs x values tile")      \
+    KNOB(out_rows, 8, (2, 4, 6, 8), "queries in a probs x values register tile")                   \
+    KNOB(key_block, 1024, (64, 128, 256), "keys per block of the flash attention (multiple of 16)")
+
+// GPU blocks (schedule_gpu.cpp): projection rows a multiple of its 4-row thread tile, query
+// blocks and key tiles that keep a block within 1024 threads.
+#define ATTNGEN_GPU_SCHEDULE_KNOBS(KNOB)                                                           \
+    KNOB(gpu_gemm_rows, 128, (8, 16, 32, 64), "rows of a GPU projection block")                    \
+    KNOB(gpu_query_block, 64, (4, 8, 16, 32), "queries per GPU attention block")                   \
+    KNOB(gpu_key_block, 128, (16, 32, 64), "keys per shared-memory tile of GPU probs x values")
+
+#define ATTNGEN_SCHEDULE_KNOBS(KNOB) ATTNGEN_CPU_SCHEDULE_KNOBS(KNOB) ATTNGEN_GPU_SCHEDULE_KNOBS(KNOB)
+// clang-format on
+
+namespace attngen {
+
+// One knob of the table above, as data.
+struct ScheduleKnob {
+    std::string name;
+    bool gpu;
+    int max;
+    std::vector<int> tuner_values;
+    std::string what;
+};
+
+#define ATTNGEN_KNOB_VALUES(...) \
+    { __VA_ARGS__ }
+#define ATTNGEN_CPU_KNOB_ENTRY(name, max, values, what) \
+    ScheduleKnob{#name, false, max, ATTNGEN_KNOB_VALUES values, what},
+#define ATTNGEN_GPU_KNOB_ENTRY(name, max, values, what) \
+    ScheduleKnob{#name, true, max, ATTNGEN_KNOB_VALUES values, what},
+
+inline const std::vector<ScheduleKnob> &schedule_knobs() {
+    static const std::vector<ScheduleKnob> knobs = {ATTNGEN_CPU_SCHEDULE_KNOBS(
+        ATTNGEN_CPU_KNOB_ENTRY) ATTNGEN_GPU_SCHEDULE_KNOBS(ATTNGEN_GPU_KNOB_ENTRY)};
+    return knobs;
+}
+
+#undef ATTNGEN_CPU_KNOB_ENTRY
+#undef ATTNGEN_GPU_KNOB_ENTRY
+
+}  // namespace attngen
+
+#endif  // ATTNGEN_GENERATORS_SCHEDULE_KNOBS_H
