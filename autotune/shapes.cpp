@@ -1,24 +1,12 @@
 #include "shapes.h"
 
+#include "named_shapes.h"
+
 #include <sstream>
 #include <stdexcept>
 
 namespace attngen::autotune {
 namespace {
-
-const std::vector<Shape> &named_shapes() {
-    static const std::vector<Shape> shapes = {
-        {"tutorial", 32, 10, 20, 512, 8, false},
-        {"tutorial-cross", 1, 62, 60, 512, 8, false},
-        {"bert-128", 1, 128, 128, 768, 12, false},
-        {"bert-512", 1, 512, 512, 768, 12, false},
-        {"bert-512-b8", 8, 512, 512, 768, 12, false},
-        {"gpt2-causal", 1, 1024, 1024, 768, 12, true},
-        {"long-causal", 1, 2048, 2048, 1024, 16, true},
-        {"long-single", 1, 16384, 16384, 64, 1, false},
-    };
-    return shapes;
-}
 
 Shape parse_custom(const std::string &spec) {
     const std::vector<std::string> parts = split(spec, ',');
@@ -64,12 +52,16 @@ std::vector<Shape> parse_shapes(const std::string &spec) {
         }
         for (const std::string &name : split(item, ',')) {
             bool found = false;
-            for (const Shape &s : named_shapes()) {
-                if (s.name == name) shapes.push_back(s), found = true;
+            for (const NamedShape &s : named_shapes()) {
+                if (s.name == name) {
+                    shapes.push_back(
+                        {s.name, s.batch, s.q_len, s.kv_len, s.d_model, s.heads, s.causal});
+                    found = true;
+                }
             }
             if (!found) {
                 std::string known;
-                for (const Shape &s : named_shapes()) known += " " + s.name;
+                for (const NamedShape &s : named_shapes()) known += std::string(" ") + s.name;
                 throw std::invalid_argument("unknown shape '" + name + "' (known:" + known + ")");
             }
         }

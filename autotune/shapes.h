@@ -1,4 +1,5 @@
-// The problem shapes attngen-autotune times: the named shapes of bench/ and custom ones.
+// The problem shapes attngen-autotune times: the named shapes (support/named_shapes.def) and
+// custom ones.
 #ifndef ATTNGEN_AUTOTUNE_SHAPES_H
 #define ATTNGEN_AUTOTUNE_SHAPES_H
 

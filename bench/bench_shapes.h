@@ -1,4 +1,4 @@
-// The named shapes of issue 7's CPU targets and how their FLOPs are counted: 2*B*Lq*D^2 for
+// The named shapes and how their FLOPs are counted: 2*B*Lq*D^2 for
 // each of the q and output projections, 2*B*Lkv*D^2 for each of k and v, 4*B*Lq*Lkv*D for
 // attention (half that with a causal mask). Shared by every benchmark in this directory.
 #ifndef ATTNGEN_BENCH_BENCH_SHAPES_H
@@ -7,27 +7,15 @@
 #include <random>
 #include <vector>
 
+#include "named_shapes.h"
+
 namespace attngen_bench {
 
-struct Shape {
-    const char *name;
-    int batch, q_len, kv_len, d_model, heads;
-    bool causal, weights;
-};
+// The named shapes of support/named_shapes.def.
+using Shape = attngen::NamedShape;
 
-// The long ones take seconds per call on 2 cores.
 inline const std::vector<Shape> &shapes() {
-    static const std::vector<Shape> s = {
-        {"tutorial", 32, 10, 20, 512, 8, false, true},
-        {"tutorial-cross", 1, 62, 60, 512, 8, false, true},
-        {"bert-128", 1, 128, 128, 768, 12, false, false},
-        {"bert-512", 1, 512, 512, 768, 12, false, false},
-        {"bert-512-b8", 8, 512, 512, 768, 12, false, false},
-        {"gpt2-causal", 1, 1024, 1024, 768, 12, true, false},
-        {"long-causal", 1, 2048, 2048, 1024, 16, true, false},
-        {"long-single", 1, 16384, 16384, 64, 1, false, false},
-    };
-    return s;
+    return attngen::named_shapes();
 }
 
 inline std::vector<float> random_vector(size_t n, float scale, unsigned seed) {

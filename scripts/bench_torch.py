@@ -31,6 +31,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from named_shapes import read_named_shapes
+
 THREADS = 2
 
 
@@ -46,20 +48,9 @@ class Shape:
     weights: bool = False
 
 
-# Same names and sizes as kShapes in bench/bench_attngen.cpp.
-SHAPES: dict[str, Shape] = {
-    s.name: s
-    for s in [
-        Shape("tutorial", 32, 10, 20, 512, 8, weights=True),
-        Shape("tutorial-cross", 1, 62, 60, 512, 8, weights=True),
-        Shape("bert-128", 1, 128, 128, 768, 12),
-        Shape("bert-512", 1, 512, 512, 768, 12),
-        Shape("bert-512-b8", 8, 512, 512, 768, 12),
-        Shape("gpt2-causal", 1, 1024, 1024, 768, 12, causal=True),
-        Shape("long-causal", 1, 2048, 2048, 1024, 16, causal=True),
-        Shape("long-single", 1, 16384, 16384, 64, 1),
-    ]
-}
+# The named shapes of support/named_shapes.def, the table bench/ and the autotuner read too.
+SHAPES: dict[str, Shape] = {row[0]: Shape(*row) for row in read_named_shapes()}
+
 
 IMPLS = ["torch-mha", "torch-sdpa-mha", "ort-mha"]
 

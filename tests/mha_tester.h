@@ -8,6 +8,7 @@
 #define ATTNGEN_TESTS_MHA_TESTER_H
 
 #include "error_bounds.h"
+#include "random_mask.h"
 #include "reference.h"
 #include "test_util.h"
 
@@ -37,19 +38,19 @@ class MhaTester {
     MhaTester &q_len(int v) { return q_len_ = v, *this; }
     MhaTester &kv_len(int v) { return kv_len_ = v, *this; }
 
-    MhaTester &causal(attngen_causal c) { return causal_ = c, *this; }
+    MhaTester &causal(attngen_causal c) { return mask_.causal = c, *this; }
     MhaTester &kv_lengths(std::vector<int32_t> lengths) {
-        return kv_lengths_ = std::move(lengths), *this;
+        return mask_.kv_lengths = std::move(lengths), *this;
     }
     // Random boolean mask of mask_batch (1 or batch) items; 0 = none.
     MhaTester &bool_mask(int mask_batch, double density = 0.3) {
-        return bool_mask_batch_ = mask_batch, bool_density_ = density, *this;
+        return mask_.bool_mask_batch = mask_batch, mask_.bool_density = density, *this;
     }
     // Random additive mask [add_batch, add_heads, q_len, kv_len] in [-2, 2) with some -inf.
     MhaTester &additive(int add_batch, int add_heads, double neg_inf_fraction = 0.1) {
-        additive_batch_ = add_batch;
-        additive_heads_ = add_heads;
-        neg_inf_fraction_ = neg_inf_fraction;
+        mask_.additive_batch = add_batch;
+        mask_.additive_heads = add_heads;
+        mask_.neg_inf_fraction = neg_inf_fraction;
         return *this;
     }
     MhaTester &with_weights(bool w) { return with_weights_ = w, *this; }
@@ -121,11 +122,8 @@ class MhaTester {
         std::vector<float> query, key, value;
         const float *key_ptr = nullptr;    // key.data(), or query's when shared
         const float *value_ptr = nullptr;  // value.data(), or key's or query's when shared
-        std::vector<int32_t> kv_lengths;
-        std::vector<uint8_t> bool_mask;
-        std::vector<float> additive;
-        attngen_mask mask{};
-        std::vector<float> out, weights;  // NaN before the call; weights empty unless requested
+        OwnedMask masks;                   // the mask's buffers and the attngen_mask over them
+        std::vector<float> out, weights;   // NaN before the call; weights empty unless requested
         attngen_status status = ATTNGEN_OK;
     };
 
@@ -146,42 +144,25 @@ class MhaTester {
                       : same_key_value_ ? r.key.data()
                                         : r.value.data();
 
-        r.mask.causal = causal_;
-        r.kv_lengths = kv_lengths_;
-        r.mask.kv_lengths = r.kv_lengths.empty() ? nullptr : r.kv_lengths.data();
-        if (bool_mask_batch_ > 0) {
-            r.bool_mask.resize(size_t(bool_mask_batch_) * q_len_ * kv_len_);
-            for (uint8_t &m : r.bool_mask) m = rng.Bernoulli(bool_density_) ? 1 : 0;
-            r.mask.bool_mask = r.bool_mask.data();
-            r.mask.bool_mask_batch = bool_mask_batch_;
-        }
-        if (additive_batch_ > 0) {
-            r.additive.resize(size_t(additive_batch_) * additive_heads_ * q_len_ * kv_len_);
-            for (float &a : r.additive) {
-                a = rng.Bernoulli(neg_inf_fraction_) ? -std::numeric_limits<float>::infinity()
-                                                     : rng.Uniform(-2.0f, 2.0f);
-            }
-            r.mask.additive = r.additive.data();
-            r.mask.additive_batch = additive_batch_;
-            r.mask.additive_heads = additive_heads_;
-        }
+        r.masks = MakeMask(mask_, q_len_, kv_len_, rng);
         r.out = NaNs(size_t(batch_) * q_len_ * d.d_model);
         if (with_weights_) r.weights = NaNs(size_t(batch_) * d.num_heads * q_len_ * kv_len_);
         return r;
     }
 
     void Call(attngen_mha *m, Run &r) const {
-        r.status =
-            attngen_mha_forward(m, batch_, q_len_, kv_len_, r.query.data(), r.key_ptr, r.value_ptr,
-                                &r.mask, r.out.data(), with_weights_ ? r.weights.data() : nullptr);
+        r.status = attngen_mha_forward(m, batch_, q_len_, kv_len_, r.query.data(), r.key_ptr,
+                                       r.value_ptr, &r.masks.mask, r.out.data(),
+                                       with_weights_ ? r.weights.data() : nullptr);
     }
 
     // Compares a successful run with the reference.
     void Check(const Model &model, const Run &r) const {
         const attngen_ref::MhaDims d = dims();
         const attngen_ref::MhaWeights w = model.ref();
-        const attngen_ref::MhaResult ref = attngen_ref::mha(
-            config_, w, batch_, q_len_, kv_len_, r.query.data(), r.key_ptr, r.value_ptr, &r.mask);
+        const attngen_ref::MhaResult ref =
+            attngen_ref::mha(config_, w, batch_, q_len_, kv_len_, r.query.data(), r.key_ptr,
+                             r.value_ptr, &r.masks.mask);
         const MhaBounds bounds = MhaErrorBounds(config_, w, batch_, q_len_, kv_len_, r.query.data(),
                                                 r.key_ptr, r.value_ptr, ref);
         const std::string reason =
@@ -222,23 +203,18 @@ class MhaTester {
         s << "MhaTester: seed " << seed_ << ", d_model " << d.d_model << ", num_heads "
           << d.num_heads << ", kdim " << d.kdim << ", vdim " << d.vdim << ", head_dim "
           << d.head_dim << ", bias " << d.use_bias << ", batch " << batch_ << ", q_len " << q_len_
-          << ", kv_len " << kv_len_ << ", causal " << int(causal_) << ", kv_lengths "
-          << (kv_lengths_.empty() ? "none" : ::testing::PrintToString(kv_lengths_))
-          << ", bool_mask_batch " << bool_mask_batch_ << ", additive " << additive_batch_ << "x"
-          << additive_heads_ << ", weights " << with_weights_ << ", self " << self_attention_
-          << ", same kv " << same_key_value_ << ", input scale " << input_scale_;
+          << ", kv_len " << kv_len_ << ", causal " << int(mask_.causal) << ", kv_lengths "
+          << (mask_.kv_lengths.empty() ? "none" : ::testing::PrintToString(mask_.kv_lengths))
+          << ", bool_mask_batch " << mask_.bool_mask_batch << ", additive " << mask_.additive_batch
+          << "x" << mask_.additive_heads << ", weights " << with_weights_ << ", self "
+          << self_attention_ << ", same kv " << same_key_value_ << ", input scale " << input_scale_;
         return s.str();
     }
 
   private:
     attngen_mha_config config_{8, 2, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
     int batch_ = 1, q_len_ = 3, kv_len_ = 4;
-    attngen_causal causal_ = ATTNGEN_CAUSAL_NONE;
-    std::vector<int32_t> kv_lengths_;
-    int bool_mask_batch_ = 0;
-    double bool_density_ = 0.3;
-    int additive_batch_ = 0, additive_heads_ = 0;
-    double neg_inf_fraction_ = 0.1;
+    MaskSpec mask_;
     bool with_weights_ = true;
     float input_scale_ = 1.0f;
     uint32_t seed_ = DefaultSeed();

@@ -8,6 +8,7 @@
 #define ATTNGEN_TESTS_SDPA_TESTER_H
 
 #include "error_bounds.h"
+#include "random_mask.h"
 #include "reference.h"
 #include "test_util.h"
 
@@ -32,36 +33,36 @@ class SdpaTester {
     SdpaTester &dk(int v) { return shape_.dk = v, *this; }
     SdpaTester &dv(int v) { return shape_.dv = v, *this; }
 
-    SdpaTester &causal(attngen_causal c) { return causal_ = c, *this; }
+    SdpaTester &causal(attngen_causal c) { return mask_.causal = c, *this; }
     // One valid length per batch item; empty = no key padding.
     SdpaTester &kv_lengths(std::vector<int32_t> lengths) {
-        return kv_lengths_ = std::move(lengths), *this;
+        return mask_.kv_lengths = std::move(lengths), *this;
     }
     // A random boolean mask of mask_batch (1 or batch) items, each entry masked with
     // probability density; mask_batch 0 = none.
     SdpaTester &bool_mask(int mask_batch, double density = 0.3) {
-        bool_mask_batch_ = mask_batch;
-        bool_density_ = density;
+        mask_.bool_mask_batch = mask_batch;
+        mask_.bool_density = density;
         return *this;
     }
     // An explicit boolean mask [mask_batch, q_len, kv_len].
     SdpaTester &bool_mask_values(int mask_batch, std::vector<uint8_t> values) {
-        bool_mask_batch_ = mask_batch;
-        bool_values_ = std::move(values);
+        mask_.bool_mask_batch = mask_batch;
+        mask_.bool_values = std::move(values);
         return *this;
     }
     // A random additive mask [add_batch, add_heads, q_len, kv_len] in [-2, 2), an entry being
     // -inf with probability neg_inf_fraction; add_batch 0 = none.
     SdpaTester &additive(int add_batch, int add_heads, double neg_inf_fraction = 0.1) {
-        additive_batch_ = add_batch;
-        additive_heads_ = add_heads;
-        neg_inf_fraction_ = neg_inf_fraction;
+        mask_.additive_batch = add_batch;
+        mask_.additive_heads = add_heads;
+        mask_.neg_inf_fraction = neg_inf_fraction;
         return *this;
     }
     SdpaTester &additive_values(int add_batch, int add_heads, std::vector<float> values) {
-        additive_batch_ = add_batch;
-        additive_heads_ = add_heads;
-        additive_values_ = std::move(values);
+        mask_.additive_batch = add_batch;
+        mask_.additive_heads = add_heads;
+        mask_.additive_values = std::move(values);
         return *this;
     }
     SdpaTester &scale(float s) { return scale_ = s, *this; }
@@ -85,10 +86,7 @@ class SdpaTester {
         Run &operator=(const Run &) = delete;
 
         std::vector<float> q, k, v;
-        std::vector<int32_t> kv_lengths;
-        std::vector<uint8_t> bool_mask;
-        std::vector<float> additive;
-        attngen_mask mask{};
+        OwnedMask masks;                  // the mask's buffers and the attngen_mask over them
         std::vector<float> out, weights;  // weights empty unless with_weights
         attngen_status status = ATTNGEN_OK;
     };
@@ -104,31 +102,7 @@ class SdpaTester {
         r.k = k_.empty() ? rng.Uniform(bh * s.kv_len * s.dk, qk_lo_, qk_hi_) : k_;
         r.v = v_.empty() ? rng.Uniform(bh * s.kv_len * s.dv, v_lo_, v_hi_) : v_;
 
-        r.mask.causal = causal_;
-        r.kv_lengths = kv_lengths_;
-        r.mask.kv_lengths = r.kv_lengths.empty() ? nullptr : r.kv_lengths.data();
-        if (bool_mask_batch_ > 0) {
-            r.bool_mask = bool_values_;
-            if (r.bool_mask.empty()) {
-                r.bool_mask.resize(size_t(bool_mask_batch_) * s.q_len * s.kv_len);
-                for (uint8_t &m : r.bool_mask) m = rng.Bernoulli(bool_density_) ? 1 : 0;
-            }
-            r.mask.bool_mask = r.bool_mask.data();
-            r.mask.bool_mask_batch = bool_mask_batch_;
-        }
-        if (additive_batch_ > 0) {
-            r.additive = additive_values_;
-            if (r.additive.empty()) {
-                r.additive.resize(size_t(additive_batch_) * additive_heads_ * s.q_len * s.kv_len);
-                for (float &a : r.additive) {
-                    a = rng.Bernoulli(neg_inf_fraction_) ? -std::numeric_limits<float>::infinity()
-                                                         : rng.Uniform(-2.0f, 2.0f);
-                }
-            }
-            r.mask.additive = r.additive.data();
-            r.mask.additive_batch = additive_batch_;
-            r.mask.additive_heads = additive_heads_;
-        }
+        r.masks = MakeMask(mask_, s.q_len, s.kv_len, rng);
 
         r.out = NaNs(bh * s.q_len * s.dv);
         if (with_weights_) r.weights = NaNs(bh * s.q_len * s.kv_len);
@@ -138,7 +112,7 @@ class SdpaTester {
     void Call(Run &r) const {
         const attngen_ref::SdpaShape &s = shape_;
         r.status = attngen_sdpa(s.batch, s.heads, s.q_len, s.kv_len, s.dk, s.dv, r.q.data(),
-                                r.k.data(), r.v.data(), &r.mask, scale_, r.out.data(),
+                                r.k.data(), r.v.data(), &r.masks.mask, scale_, r.out.data(),
                                 with_weights_ ? r.weights.data() : nullptr);
     }
 
@@ -157,7 +131,7 @@ class SdpaTester {
     Expected Expectation(const Run &r) const {
         const attngen_ref::SdpaShape &s = shape_;
         Expected e;
-        e.ref = attngen_ref::sdpa(s, r.q.data(), r.k.data(), r.v.data(), &r.mask, scale_);
+        e.ref = attngen_ref::sdpa(s, r.q.data(), r.k.data(), r.v.data(), &r.masks.mask, scale_);
         const std::vector<double> q(r.q.begin(), r.q.end()), k(r.k.begin(), r.k.end()),
             v(r.v.begin(), r.v.end());
         const double applied_scale =
@@ -202,8 +176,8 @@ class SdpaTester {
         EXPECT_TRUE(BitIdentical("q (input)", r.q, pristine.q));
         EXPECT_TRUE(BitIdentical("k (input)", r.k, pristine.k));
         EXPECT_TRUE(BitIdentical("v (input)", r.v, pristine.v));
-        EXPECT_TRUE(BitIdentical("additive (input)", r.additive, pristine.additive));
-        EXPECT_EQ(r.bool_mask, pristine.bool_mask) << "the kernel wrote into its input";
+        EXPECT_TRUE(BitIdentical("additive (input)", r.masks.additive, pristine.masks.additive));
+        EXPECT_EQ(r.masks.bool_mask, pristine.masks.bool_mask) << "the kernel wrote into its input";
         Check(r);
     }
 
@@ -211,10 +185,11 @@ class SdpaTester {
         std::ostringstream d;
         d << "SdpaTester: seed " << seed_ << ", batch " << shape_.batch << ", heads "
           << shape_.heads << ", q_len " << shape_.q_len << ", kv_len " << shape_.kv_len << ", dk "
-          << shape_.dk << ", dv " << shape_.dv << ", causal " << int(causal_) << ", kv_lengths "
-          << (kv_lengths_.empty() ? "none" : ::testing::PrintToString(kv_lengths_))
-          << ", bool_mask_batch " << bool_mask_batch_ << ", additive " << additive_batch_ << "x"
-          << additive_heads_ << ", scale " << scale_ << ", weights " << with_weights_;
+          << shape_.dk << ", dv " << shape_.dv << ", causal " << int(mask_.causal)
+          << ", kv_lengths "
+          << (mask_.kv_lengths.empty() ? "none" : ::testing::PrintToString(mask_.kv_lengths))
+          << ", bool_mask_batch " << mask_.bool_mask_batch << ", additive " << mask_.additive_batch
+          << "x" << mask_.additive_heads << ", scale " << scale_ << ", weights " << with_weights_;
         return d.str();
     }
 
@@ -244,15 +219,7 @@ class SdpaTester {
     }
 
     attngen_ref::SdpaShape shape_;
-    attngen_causal causal_ = ATTNGEN_CAUSAL_NONE;
-    std::vector<int32_t> kv_lengths_;
-    int bool_mask_batch_ = 0;
-    double bool_density_ = 0.3;
-    std::vector<uint8_t> bool_values_;
-    int additive_batch_ = 0;
-    int additive_heads_ = 0;
-    double neg_inf_fraction_ = 0.1;
-    std::vector<float> additive_values_;
+    MaskSpec mask_;
     float scale_ = 0.0f;
     bool with_weights_ = true;
     uint32_t seed_ = DefaultSeed();

@@ -183,17 +183,17 @@ TEST_F(DeviceTest, DeviceAddressesMatchHostPointers) {
     for (const DeviceBuffer *b : {&query, &key, &value, &out, &weights}) {
         ASSERT_EQ(b->status(), ATTNGEN_OK) << attngen_last_error();
     }
-    ASSERT_EQ(
-        attngen_mha_forward_device(m.get(), 2, 5, 7, query.address(), key.address(),
-                                   value.address(), &r.mask, out.address(), weights.address()),
-        ATTNGEN_OK)
+    ASSERT_EQ(attngen_mha_forward_device(m.get(), 2, 5, 7, query.address(), key.address(),
+                                         value.address(), &r.masks.mask, out.address(),
+                                         weights.address()),
+              ATTNGEN_OK)
         << attngen_last_error();
     EXPECT_TRUE(BitIdentical("out", out.Download(), r.out));
     EXPECT_TRUE(BitIdentical("weights", weights.Download(), r.weights));
 
     // A mask of the wrong batch fails validation: the device outputs keep their contents.
     DeviceBuffer untouched_out(device, std::vector<float>(r.out.size(), kSentinel));
-    attngen_mask bad = r.mask;
+    attngen_mask bad = r.masks.mask;
     const std::vector<int32_t> lengths = {7, 99};
     bad.kv_lengths = lengths.data();
     EXPECT_EQ(attngen_mha_forward_device(m.get(), 2, 5, 7, query.address(), key.address(),

@@ -336,7 +336,7 @@ TEST(MhaCpp, ForwardMatchesReference) {
     MhaTester::Run r = t.Prepare(DefaultSeed());
     attngen::Mask mask;
     mask.causal = ATTNGEN_CAUSAL_BOTTOM_RIGHT;
-    mask.kv_lengths = {r.kv_lengths.data(), {2}};
+    mask.kv_lengths = {r.masks.kv_lengths.data(), {2}};
     mha.forward({r.query.data(), {2, 4, 20}}, {r.key_ptr, {2, 5, 6}}, {r.value_ptr, {2, 5, 9}},
                 {r.out.data(), {2, 4, 20}}, mask, {r.weights.data(), {2, 2, 4, 5}});
     t.Check(model, r);

@@ -182,11 +182,11 @@ void CheckSdpaPoison(SdpaInput input, float poison, Expect for_dependent) {
     const size_t count = input == SdpaInput::kQ   ? clean.q.size()
                          : input == SdpaInput::kK ? clean.k.size()
                          : input == SdpaInput::kV ? clean.v.size()
-                                                  : clean.additive.size();
+                                                  : clean.masks.additive.size();
     for (size_t at = 0; at < count; ++at) {
         SdpaTester::Run r = p.tester.Prepare();
         SdpaExpectations e(s);
-        const attngen_mask *mask = &r.mask;
+        const attngen_mask *mask = &r.masks.mask;
         // Decode the poisoned element's coordinates; mark what depends on it (from the clean
         // mask: a NaN additive entry unhides its key, which the marking below accounts for).
         if (input == SdpaInput::kQ) {
@@ -208,7 +208,7 @@ void CheckSdpaPoison(SdpaInput input, float poison, Expect for_dependent) {
             // additive [additive_batch = 2, additive_heads = 1, q_len, kv_len]: every head.
             const int j = int(at % s.kv_len), i = int(at / s.kv_len % s.q_len),
                       b = int(at / s.kv_len / s.q_len);
-            r.additive[at] = poison;
+            r.masks.additive[at] = poison;
             for (int h = 0; h < s.heads; ++h)
                 if (!attngen_ref::hard_masked(mask, s, b, i, j))
                     e.Row(mask, s, b, h, i, for_dependent);
@@ -301,7 +301,7 @@ void CheckMhaPoison(MhaInput input, float poison) {
                                      : input == MhaInput::kKey ? r.key
                                                                : r.value;
         tensor[row * p.d_model + row % p.d_model] = poison;
-        const attngen_mask *mask = &r.mask;
+        const attngen_mask *mask = &r.masks.mask;
         std::vector<Expect> out(r.out.size(), Expect::kSame), w(r.weights.size(), Expect::kSame);
         for (int i = 0; i < p.q_len; ++i) {
             bool out_row_depends = false;
@@ -468,7 +468,7 @@ TEST(NumericsMasking, AdditiveNegativeInfinityRowIsZeroInItsHeadOnly) {
 void ExpectMatchesReferenceWithFixedTolerance(const SdpaTester &t, const SdpaTester::Run &r,
                                               const attngen_ref::SdpaShape &s) {
     const attngen_ref::SdpaResult ref =
-        attngen_ref::sdpa(s, r.q.data(), r.k.data(), r.v.data(), &r.mask, 0.0);
+        attngen_ref::sdpa(s, r.q.data(), r.k.data(), r.v.data(), &r.masks.mask, 0.0);
     for (float x : r.out) ASSERT_TRUE(std::isfinite(x)) << x;
     for (float x : r.weights) ASSERT_TRUE(std::isfinite(x)) << x;
     // Probabilities to 1e-6 (fast exp, float sums); outputs are averages of values in [-1, 1].
@@ -521,14 +521,14 @@ TEST(NumericsExtremeLogits, MhaWithPlusMinus1e30AdditiveMask) {
     std::vector<float> additive(size_t(2) * 5 * 7, 0.0f);
     for (size_t e = 0; e < additive.size(); ++e)
         additive[e] = e % 3 == 0 ? -1e30f : e % 5 == 0 ? 1e30f : 0.0f;
-    r.additive = additive;
-    r.mask.additive = r.additive.data();
-    r.mask.additive_batch = 1;
-    r.mask.additive_heads = 2;
+    r.masks.additive = additive;
+    r.masks.mask.additive = r.masks.additive.data();
+    r.masks.mask.additive_batch = 1;
+    r.masks.mask.additive_heads = 2;
     t.Call(raw, r);
     ASSERT_EQ(r.status, ATTNGEN_OK) << attngen_last_error();
     const attngen_ref::MhaResult ref = attngen_ref::mha(
-        config, model.ref(), 1, 5, 7, r.query.data(), r.key_ptr, r.value_ptr, &r.mask);
+        config, model.ref(), 1, 5, 7, r.query.data(), r.key_ptr, r.value_ptr, &r.masks.mask);
     for (float x : r.out) ASSERT_TRUE(std::isfinite(x)) << x;
     EXPECT_TRUE(AllClose("weights", {1, 2, 5, 7}, ref.weights, r.weights.data(),
                          {{1e-6}, 1e-5, "fixed: probabilities"}));

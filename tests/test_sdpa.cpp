@@ -387,7 +387,7 @@ TEST(SdpaBoolMask, EqualsNegativeInfinityAdditive) {
     ASSERT_EQ(b.status, ATTNGEN_OK) << attngen_last_error();
 
     std::vector<float> additive(size_t(batch) * q_len * kv_len);
-    for (size_t e = 0; e < additive.size(); ++e) additive[e] = b.bool_mask[e] ? -kInf : 0.0f;
+    for (size_t e = 0; e < additive.size(); ++e) additive[e] = b.masks.bool_mask[e] ? -kInf : 0.0f;
     SdpaTester with_additive;
     with_additive.batch(batch).heads(heads).q_len(q_len).kv_len(kv_len).dk(6).dv(3);
     with_additive.q_values(b.q).k_values(b.k).v_values(b.v).additive_values(batch, 1, additive);
@@ -595,7 +595,7 @@ TEST(SdpaCpp, MatchesReference) {
     t.batch(2).heads(2).q_len(3).kv_len(5).dk(4).dv(6).kv_lengths({5, 2});
     SdpaTester::Run r = t.Prepare();
     attngen::Mask mask;
-    mask.kv_lengths = {r.kv_lengths.data(), {2}};
+    mask.kv_lengths = {r.masks.kv_lengths.data(), {2}};
     attngen::scaled_dot_product_attention({r.q.data(), {2, 2, 3, 4}}, {r.k.data(), {2, 2, 5, 4}},
                                           {r.v.data(), {2, 2, 5, 6}}, {r.out.data(), {2, 2, 3, 6}},
                                           mask, 0.0f, {r.weights.data(), {2, 2, 3, 5}});

@@ -3,8 +3,8 @@
 // It shares nothing with the kernels but the meaning of the C API's structs: inputs are the
 // caller's float tensors, every intermediate and every result is double. Its only job is to
 // be obviously right, so it is slow on purpose and never clever.
-#ifndef ATTNGEN_TESTS_REFERENCE_H
-#define ATTNGEN_TESTS_REFERENCE_H
+#ifndef ATTNGEN_SUPPORT_REFERENCE_H
+#define ATTNGEN_SUPPORT_REFERENCE_H
 
 #include <attngen/attngen.h>
 
@@ -104,4 +104,4 @@ MhaResult mha(const attngen_mha_config &config, const MhaWeights &weights, int b
 
 }  // namespace attngen_ref
 
-#endif  // ATTNGEN_TESTS_REFERENCE_H
+#endif  // ATTNGEN_SUPPORT_REFERENCE_H

@@ -1,0 +1,23 @@
+"""The named problem shapes, read from support/named_shapes.def (the one table of them)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+DEF_FILE = Path(__file__).resolve().parent.parent / "support" / "named_shapes.def"
+
+_ROW = re.compile(
+    r'^SHAPE\("([^"]+)",\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(\d+),\s*(true|false),\s*(true|false)\)',
+    re.MULTILINE,
+)
+
+
+def read_named_shapes(path: Path = DEF_FILE) -> list[tuple]:
+    """(name, batch, q_len, kv_len, d_model, heads, causal, weights) per row, in file order."""
+    rows = []
+    for m in _ROW.finditer(path.read_text()):
+        name, *sizes, causal, weights = m.groups()
+        rows.append((name, *map(int, sizes), causal == "true", weights == "true"))
+    if not rows:
+        raise RuntimeError(f"no SHAPE rows in {path}")
+    return rows
