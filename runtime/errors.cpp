@@ -5,12 +5,25 @@
 
 #include <HalideRuntime.h>
 
+#include <cctype>
+#include <cstring>
 #include <mutex>
 
 namespace attngen::rt {
 namespace {
 
 thread_local std::string last_error;
+// The C entry point running on this thread (EntryPointScope), or nullptr.
+thread_local const char *entry_point = nullptr;
+
+// Whether message begins with the identifier name (not merely with a longer one).
+bool begins_with_name(const std::string &message, const char *name) {
+    const size_t n = std::strlen(name);
+    if (message.compare(0, n, name) != 0) return false;
+    if (message.size() == n) return true;
+    const unsigned char next = static_cast<unsigned char>(message[n]);
+    return !(std::isalnum(next) || next == '_');
+}
 
 void report_halide_error(void *user_context, const char *message) {
     if (message == nullptr) return;
@@ -60,8 +73,20 @@ attngen_status status_of_halide_code(int code) {
 }  // namespace
 
 attngen_status fail(attngen_status status, std::string message) {
-    last_error = std::move(message);
+    if (entry_point != nullptr && !begins_with_name(message, entry_point)) {
+        last_error = std::string(entry_point) + ": " + message;
+    } else {
+        last_error = std::move(message);
+    }
     return status;
+}
+
+EntryPointScope::EntryPointScope(const char *function) noexcept : previous_(entry_point) {
+    if (entry_point == nullptr) entry_point = function;
+}
+
+EntryPointScope::~EntryPointScope() {
+    entry_point = previous_;
 }
 
 void clear_error() {

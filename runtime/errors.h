@@ -12,8 +12,23 @@
 
 namespace attngen::rt {
 
-// Records message as this thread's last error and returns status.
+// Records message as this thread's last error and returns status. Inside a C entry point
+// (guard_entry_point) the message starts with the entry point's name: "attngen_mha_forward: m is
+// NULL" (unless the message begins with that name already).
 attngen_status fail(attngen_status status, std::string message);
+
+// Names the C entry point running on this thread while it lives, for fail(). An entry point
+// called inside another keeps the outer name: the one the application called.
+class EntryPointScope {
+  public:
+    explicit EntryPointScope(const char *function) noexcept;
+    ~EntryPointScope();
+    EntryPointScope(const EntryPointScope &) = delete;
+    EntryPointScope &operator=(const EntryPointScope &) = delete;
+
+  private:
+    const char *previous_;
+};
 
 // Marks this thread's last call as successful.
 void clear_error();
@@ -35,18 +50,20 @@ void install_halide_runtime_hooks();
 // Maps a kernel's return code (and what its context collected) to a status and message.
 attngen_status kernel_failure(const char *kernel, int halide_code, const KernelContext &context);
 
-// Runs the body of a C entry point: no exception crosses the C API, an allocation failure is
-// ATTNGEN_ERROR_OUT_OF_MEMORY and anything else ATTNGEN_ERROR_INTERNAL.
+// Runs the body of the C entry point `function`: every failure message starts with its name
+// (fail), no exception crosses the C API, an allocation failure is ATTNGEN_ERROR_OUT_OF_MEMORY
+// and anything else ATTNGEN_ERROR_INTERNAL.
 template <typename Body>
 attngen_status guard_entry_point(const char *function, Body &&body) noexcept {
+    const EntryPointScope scope(function);
     try {
         return body();
     } catch (const std::bad_alloc &) {
-        return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, std::string(function) + ": out of host memory");
+        return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, "out of host memory");
     } catch (const std::exception &e) {
-        return fail(ATTNGEN_ERROR_INTERNAL, std::string(function) + ": " + e.what());
+        return fail(ATTNGEN_ERROR_INTERNAL, e.what());
     } catch (...) {
-        return fail(ATTNGEN_ERROR_INTERNAL, std::string(function) + ": unknown exception");
+        return fail(ATTNGEN_ERROR_INTERNAL, "unknown exception");
     }
 }
 

@@ -164,6 +164,33 @@ TEST(LastError, IsPerThread) {
     EXPECT_STREQ(attngen_last_error(), "") << "another thread's failure leaked into this one";
 }
 
+// Every failure message starts with the name of the entry point that failed.
+TEST(LastError, NamesTheFunction) {
+    float x = 1;
+    EXPECT_EQ(attngen_mha_forward(nullptr, 1, 1, 1, &x, &x, &x, nullptr, &x, nullptr), kInvalid);
+    EXPECT_STREQ(attngen_last_error(), "attngen_mha_forward: m is NULL");
+    EXPECT_EQ(attngen_mha_set_weights(nullptr, &x, &x, &x, &x, nullptr, nullptr, nullptr, nullptr),
+              kInvalid);
+    EXPECT_STREQ(attngen_last_error(), "attngen_mha_set_weights: m is NULL");
+
+    const auto starts_with = [](const std::string &function) {
+        const std::string message = attngen_last_error();
+        if (message.rfind(function + ": ", 0) == 0) return ::testing::AssertionSuccess();
+        return ::testing::AssertionFailure()
+               << "\"" << message << "\" does not start with \"" << function << ": \"";
+    };
+    EXPECT_EQ(attngen_mha_create(nullptr, nullptr), kInvalid);
+    EXPECT_TRUE(starts_with("attngen_mha_create"));
+    EXPECT_NE(attngen_mha_forward_device(nullptr, 1, 1, 1, 0, 0, 0, nullptr, 0, 0), ATTNGEN_OK);
+    EXPECT_TRUE(starts_with("attngen_mha_forward_device"));
+    EXPECT_EQ(attngen_sdpa(0, 1, 1, 1, 1, 1, &x, &x, &x, nullptr, 0, &x, nullptr), kInvalid);
+    EXPECT_TRUE(starts_with("attngen_sdpa"));
+    EXPECT_EQ(attngen_linear(0, 1, 1, &x, &x, nullptr, &x), kInvalid);
+    EXPECT_TRUE(starts_with("attngen_linear"));
+    EXPECT_NE(attngen_device_alloc(ATTNGEN_DEVICE_CPU, 16, nullptr), ATTNGEN_OK);
+    EXPECT_TRUE(starts_with("attngen_device_alloc"));
+}
+
 TEST(Version, IsMajorMinorPatch) {
     const char *v = attngen_version();
     ASSERT_NE(v, nullptr);

@@ -6,8 +6,9 @@
  * [out_features, in_features].
  *
  * Errors: every function that can fail returns an attngen_status; attngen_last_error() then
- * describes the failure in words (which argument, which dimension, expected versus got). On any
- * error nothing is written to the caller's output buffers.
+ * describes the failure in words, after the function's name ("attngen_mha_forward: m is NULL";
+ * which argument, which dimension, expected versus got). On any error nothing is written to the
+ * caller's output buffers.
  */
 #ifndef ATTNGEN_ATTNGEN_H
 #define ATTNGEN_ATTNGEN_H
