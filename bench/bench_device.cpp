@@ -1,0 +1,116 @@
+// Google Benchmark suite for GPU handles: attngen_mha_forward_device on device-resident inputs
+// (no host copies), at the named shapes and the GPU issue's long self-attention, with GFLOP/s
+// as a rate counter (FLOPs counted as bench_shapes.h does).
+//
+//   ATTNGEN_BENCH_DEVICE=cuda build/bench/attngen_bench_device --benchmark_min_time=1s
+//
+// ATTNGEN_BENCH_DEVICE is cuda (the default) or opencl. A call is timed to the end of its work:
+// each iteration reads 4 bytes of the output back, which waits for the device.
+#include <attngen/attngen.h>
+#include <benchmark/benchmark.h>
+
+#include "bench_shapes.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace attngen_bench;
+
+attngen_device bench_device() {
+    const char *name = std::getenv("ATTNGEN_BENCH_DEVICE");
+    if (name != nullptr && std::strcmp(name, "opencl") == 0) return ATTNGEN_DEVICE_OPENCL;
+    return ATTNGEN_DEVICE_CUDA;
+}
+
+// Device memory holding a copy of a host vector, freed with the object.
+class DeviceTensor {
+  public:
+    DeviceTensor(attngen_device device, const std::vector<float> &host) : device_(device) {
+        const uint64_t bytes = host.size() * sizeof(float);
+        ok_ = attngen_device_alloc(device, bytes, &address_) == ATTNGEN_OK &&
+              attngen_device_upload(device, address_, host.data(), bytes) == ATTNGEN_OK;
+    }
+    DeviceTensor(const DeviceTensor &) = delete;
+    DeviceTensor &operator=(const DeviceTensor &) = delete;
+    ~DeviceTensor() {
+        if (address_ != 0) attngen_device_free(device_, address_);
+    }
+    bool ok() const { return ok_; }
+    uint64_t address() const { return address_; }
+
+  private:
+    attngen_device device_;
+    uint64_t address_ = 0;
+    bool ok_ = false;
+};
+
+void BM_MhaForwardDevice(benchmark::State &state, Shape s) {
+    const attngen_device device = bench_device();
+    const attngen_mha_config config{s.d_model, s.heads, 0, 0, 0, 1, device};
+    attngen_mha *m = nullptr;
+    if (attngen_mha_create(&config, &m) != ATTNGEN_OK) {
+        state.SkipWithError(attngen_last_error());
+        return;
+    }
+    const size_t dd = size_t(s.d_model) * s.d_model;
+    const float w_scale = 1.0f / std::sqrt(float(s.d_model));
+    auto wq = random_vector(dd, w_scale, 1), wk = random_vector(dd, w_scale, 2);
+    auto wv = random_vector(dd, w_scale, 3), wo = random_vector(dd, w_scale, 4);
+    auto b = random_vector(s.d_model, 0.1f, 5);
+    if (attngen_mha_set_weights(m, wq.data(), wk.data(), wv.data(), wo.data(), b.data(), b.data(),
+                                b.data(), b.data()) != ATTNGEN_OK) {
+        state.SkipWithError(attngen_last_error());
+        attngen_mha_destroy(m);
+        return;
+    }
+    DeviceTensor q(device, random_vector(size_t(s.batch) * s.q_len * s.d_model, 1.0f, 6));
+    DeviceTensor kv(device, random_vector(size_t(s.batch) * s.kv_len * s.d_model, 1.0f, 7));
+    DeviceTensor out(device, std::vector<float>(size_t(s.batch) * s.q_len * s.d_model));
+    if (!q.ok() || !kv.ok() || !out.ok()) {
+        state.SkipWithError(attngen_last_error());
+        attngen_mha_destroy(m);
+        return;
+    }
+    attngen_mask mask{};
+    mask.causal = s.causal ? ATTNGEN_CAUSAL_TOP_LEFT : ATTNGEN_CAUSAL_NONE;
+    float first = 0.0f;
+    for (auto _ : state) {
+        if (attngen_mha_forward_device(m, s.batch, s.q_len, s.kv_len, q.address(), kv.address(),
+                                       kv.address(), &mask, out.address(), 0) != ATTNGEN_OK ||
+            attngen_device_download(device, &first, out.address(), sizeof first) != ATTNGEN_OK) {
+            state.SkipWithError(attngen_last_error());
+            break;
+        }
+        benchmark::DoNotOptimize(first);
+    }
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(mha_flops(s) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    attngen_mha_destroy(m);
+}
+
+void register_benchmarks() {
+    std::vector<Shape> shapes = attngen_bench::shapes();
+    // The GPU issue's long self-attention: 32768 tokens, BERT-base's width.
+    shapes.push_back({"long-self-32k", 1, 32768, 32768, 768, 12, false, false});
+    for (const Shape &s : shapes) {
+        benchmark::RegisterBenchmark((std::string("mha_forward_device/") + s.name).c_str(),
+                                     BM_MhaForwardDevice, s)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+    }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    register_benchmarks();
+    benchmark::Initialize(&argc, argv);
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}
