@@ -21,6 +21,7 @@
 #endif
 #include "device.h"
 #include "errors.h"
+#include "fused_forward_call.h"
 #include "layout.h"
 #include "mask_buffers.h"
 #include "nonfinite.h"
@@ -38,9 +39,9 @@ namespace {
 // signature, whatever its target.
 struct MhaKernels {
     decltype(&attngen_mha_forward_cpu) plain;
-    decltype(&attngen_mha_forward_weights_cpu) with_weights;
+    decltype(&attngen_mha_forward_weights_cpu) with_probs;  // weights_output=true
     const char *plain_name;
-    const char *weights_name;
+    const char *probs_name;
 };
 
 const MhaKernels &kernels_for(attngen_device device) {
@@ -60,15 +61,6 @@ const MhaKernels &kernels_for(attngen_device device) {
     (void)device;  // only devices that passed gpu_interface_or_fail get here
     return cpu;
 }
-
-// A packed projection's buffers as the kernels see them. On a GPU they are copied to the
-// device once, in set_weights, and stay there until the weights are replaced.
-struct ProjectionBuffers {
-    TensorBuffer<float, 2> weight;
-    TensorBuffer<float, 1> bias;
-    explicit ProjectionBuffers(const PackedProjection &p)
-        : weight(p.weight.data(), {p.in, p.padded_out}), bias(p.bias.data(), {p.padded_out}) {}
-};
 
 struct ResolvedConfig {
     int32_t d_model, num_heads, kdim, vdim, head_dim;
@@ -120,19 +112,22 @@ attngen_status resolve_config(const attngen_mha_config &c, ResolvedConfig *r) {
     return ATTNGEN_OK;
 }
 
-// The packed weights with their kernel buffers; on a GPU, resident in device memory.
-struct Weights {
+// The packed projection weights with their kernel buffers (ProjectionBuffers: on a GPU they
+// are copied to the device once, in set_weights, and stay there until the weights are
+// replaced).
+struct ProjectionWeights {
     PackedProjection q, k, v, o;
-    std::vector<std::unique_ptr<ProjectionBuffers>> buffers;  // q, k, v, o
+    std::unique_ptr<ProjectionBuffers> wq, wk, wv, wo;
     DeviceScratch device_copies;
 
     attngen_status upload(attngen_device device) {
-        for (const PackedProjection *p : {&q, &k, &v, &o}) {
-            buffers.push_back(std::make_unique<ProjectionBuffers>(*p));
-        }
+        wq = std::make_unique<ProjectionBuffers>(q);
+        wk = std::make_unique<ProjectionBuffers>(k);
+        wv = std::make_unique<ProjectionBuffers>(v);
+        wo = std::make_unique<ProjectionBuffers>(o);
         if (device == ATTNGEN_DEVICE_CPU) return ATTNGEN_OK;
         const halide_device_interface_t *interface = gpu_interface_or_fail(device);
-        for (auto &b : buffers) {
+        for (ProjectionBuffers *b : {wq.get(), wk.get(), wv.get(), wo.get()}) {
             for (halide_buffer_t *buf : {b->weight.get(), b->bias.get()}) {
                 device_copies.track(buf);
                 buf->flags = halide_buffer_flag_host_dirty;
@@ -150,8 +145,8 @@ struct Weights {
 struct attngen_mha {
     ResolvedConfig config;
     // Forward calls share the weights; set_weights replaces them exclusively.
-    mutable std::shared_mutex weights_mutex;
-    std::unique_ptr<Weights> weights;
+    mutable std::shared_mutex projections_mutex;
+    std::unique_ptr<ProjectionWeights> projections;
 };
 
 static attngen_status attngen_mha_create_impl(const attngen_mha_config *config, attngen_mha **out) {
@@ -202,14 +197,14 @@ static attngen_status attngen_mha_set_weights_impl(attngen_mha *m, const float *
         bq = bk = bv = bo = nullptr;  // documented: ignored without use_bias
     }
     // Pack (and upload) outside the lock so forwards keep running meanwhile; swap in under it.
-    auto packed = std::make_unique<Weights>();
+    auto packed = std::make_unique<ProjectionWeights>();
     packed->q.pack(wq, bq, c.inner(), c.d_model, c.device);
     packed->k.pack(wk, bk, c.inner(), c.kdim, c.device);
     packed->v.pack(wv, bv, c.inner(), c.vdim, c.device);
     packed->o.pack(wo, bo, c.d_model, c.inner(), c.device);
     ATTNGEN_RETURN_IF_ERROR(packed->upload(c.device));
-    std::unique_lock<std::shared_mutex> lock(m->weights_mutex);
-    std::swap(m->weights, packed);
+    std::unique_lock<std::shared_mutex> lock(m->projections_mutex);
+    std::swap(m->projections, packed);
     lock.unlock();
     clear_error();
     return ATTNGEN_OK;
@@ -218,9 +213,10 @@ static attngen_status attngen_mha_set_weights_impl(attngen_mha *m, const float *
 namespace {
 
 // Pointers are only checked for null here, so device addresses pass through as pointers.
+// probs: the attention probabilities output (the C API's `weights`), or NULL.
 attngen_status validate_forward(const attngen_mha *m, int32_t batch, int32_t q_len, int32_t kv_len,
                                 const void *query, const void *key, const void *value,
-                                const attngen_mask *mask, const void *out, const void *weights) {
+                                const attngen_mask *mask, const void *out, const void *probs) {
     ATTNGEN_RETURN_IF_ERROR(require_not_null(m, "m"));
     ATTNGEN_RETURN_IF_ERROR(require_positive(batch, "batch"));
     ATTNGEN_RETURN_IF_ERROR(require_positive(q_len, "q_len"));
@@ -237,9 +233,9 @@ attngen_status validate_forward(const attngen_mha *m, int32_t batch, int32_t q_l
         require_addressable("the projected queries", {batch, q_len, c.inner()}, 4));
     ATTNGEN_RETURN_IF_ERROR(
         require_addressable("the projected keys", {batch, kv_len, c.inner()}, 4));
-    if (weights != nullptr || c.device != ATTNGEN_DEVICE_CPU) {
+    if (probs != nullptr || c.device != ATTNGEN_DEVICE_CPU) {
         // GPU kernels keep every score in device memory (schedule_gpu.cpp).
-        ATTNGEN_RETURN_IF_ERROR(require_addressable(weights != nullptr ? "weights" : "the scores",
+        ATTNGEN_RETURN_IF_ERROR(require_addressable(probs != nullptr ? "weights" : "the scores",
                                                     {batch, c.num_heads, q_len, kv_len}, 4));
     }
     return validate_mask(mask, batch, c.num_heads, q_len, kv_len);
@@ -248,17 +244,17 @@ attngen_status validate_forward(const attngen_mha *m, int32_t batch, int32_t q_l
 // The caller's tensors of one forward call as kernel buffers.
 struct ForwardTensors {
     TensorBuffer<float, 3> query, key, value;
-    TensorBuffer<float, 2> out;  // the rows of all batches in one dimension, as kernels take it
-    TensorBuffer<float, 4> weights;
+    TensorBuffer<float, 2> out;    // the rows of all batches in one dimension, as kernels take it
+    TensorBuffer<float, 4> probs;  // the attention probabilities (the C API's `weights`)
 
     ForwardTensors(const ResolvedConfig &c, int32_t batch, int32_t q_len, int32_t kv_len,
                    const float *query_data, const float *key_data, const float *value_data,
-                   float *out_data, float *weights_data)
+                   float *out_data, float *probs_data)
         : query(query_data, {batch, q_len, c.d_model}),
           key(key_data, {batch, kv_len, c.kdim}),
           value(value_data, {batch, kv_len, c.vdim}),
           out(out_data, {batch * q_len, c.d_model}),
-          weights(weights_data, {batch, c.num_heads, q_len, kv_len}) {}
+          probs(probs_data, {batch, c.num_heads, q_len, kv_len}) {}
 
     std::vector<halide_buffer_t *> inputs() { return {query.get(), key.get(), value.get()}; }
 };
@@ -267,32 +263,31 @@ std::vector<halide_buffer_t *> mask_inputs(MaskBuffers &masks) {
     return {masks.kv_lengths(), masks.bool_mask(), masks.additive()};
 }
 
-const char *kernel_name(const MhaKernels &kernels, bool with_weights) {
-    return with_weights ? kernels.weights_name : kernels.plain_name;
+const char *kernel_name(const MhaKernels &kernels, bool with_probs) {
+    return with_probs ? kernels.probs_name : kernels.plain_name;
 }
 
 int run_forward_kernel(const MhaKernels &kernels, KernelContext *context, const ResolvedConfig &c,
-                       const Weights &w, ForwardTensors &t, MaskBuffers &masks, bool with_weights) {
-    const float scale = 1.0f / std::sqrt(float(c.head_dim));
-    ProjectionBuffers &q = *w.buffers[0], &k = *w.buffers[1], &v = *w.buffers[2],
-                      &o = *w.buffers[3];
-    if (!with_weights) {
-        return kernels.plain(context, t.query.get(), t.key.get(), t.value.get(), q.weight.get(),
-                             k.weight.get(), v.weight.get(), o.weight.get(), q.bias.get(),
-                             k.bias.get(), v.bias.get(), o.bias.get(), c.num_heads, c.head_dim,
-                             scale, masks.causal(), masks.kv_lengths(), masks.has_bool_mask(),
-                             masks.bool_mask(), masks.has_additive(), masks.additive(),
-                             t.out.get());
-    }
-    return kernels.with_weights(
-        context, t.query.get(), t.key.get(), t.value.get(), q.weight.get(), k.weight.get(),
-        v.weight.get(), o.weight.get(), q.bias.get(), k.bias.get(), v.bias.get(), o.bias.get(),
-        c.num_heads, c.head_dim, scale, masks.causal(), masks.kv_lengths(), masks.has_bool_mask(),
-        masks.bool_mask(), masks.has_additive(), masks.additive(), t.out.get(), t.weights.get());
+                       const ProjectionWeights &w, ForwardTensors &t, MaskBuffers &masks,
+                       bool with_probs) {
+    FusedForwardInputs in;
+    in.query = t.query.get();
+    in.key = t.key.get();
+    in.value = t.value.get();
+    in.wq = w.wq.get();
+    in.wk = w.wk.get();
+    in.wv = w.wv.get();
+    in.wo = w.wo.get();
+    in.num_heads = c.num_heads;
+    in.head_dim = c.head_dim;
+    in.scale = 1.0f / std::sqrt(float(c.head_dim));
+    in.masks = &masks;
+    if (!with_probs) return call_fused_forward(kernels.plain, context, in, t.out.get());
+    return call_fused_forward(kernels.with_probs, context, in, t.out.get(), t.probs.get());
 }
 
-attngen_status require_weights(const attngen_mha *m, const char *function) {
-    if (m->weights) return ATTNGEN_OK;
+attngen_status require_projections(const attngen_mha *m, const char *function) {
+    if (m->projections) return ATTNGEN_OK;
     return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
                 std::string(function) + " called before attngen_mha_set_weights");
 }
@@ -322,23 +317,23 @@ class WrappedAddresses {
 static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, int32_t q_len,
                                                int32_t kv_len, const float *query, const float *key,
                                                const float *value, const attngen_mask *mask,
-                                               float *out, float *weights) {
+                                               float *out, float *probs) {
     ATTNGEN_RETURN_IF_ERROR(
-        validate_forward(m, batch, q_len, kv_len, query, key, value, mask, out, weights));
-    std::shared_lock<std::shared_mutex> lock(m->weights_mutex);
-    ATTNGEN_RETURN_IF_ERROR(require_weights(m, "attngen_mha_forward"));
+        validate_forward(m, batch, q_len, kv_len, query, key, value, mask, out, probs));
+    std::shared_lock<std::shared_mutex> lock(m->projections_mutex);
+    ATTNGEN_RETURN_IF_ERROR(require_projections(m, "attngen_mha_forward"));
     const ResolvedConfig &c = m->config;
-    const bool with_weights = weights != nullptr;
+    const bool with_probs = probs != nullptr;
 
     StagedOutput staged_out(out, size_t(batch) * q_len * c.d_model);
-    StagedOutput staged_weights(weights, size_t(batch) * c.num_heads * q_len * kv_len);
+    StagedOutput staged_probs(probs, size_t(batch) * c.num_heads * q_len * kv_len);
     ATTNGEN_RETURN_IF_ERROR(staged_out.allocate("out"));
-    ATTNGEN_RETURN_IF_ERROR(staged_weights.allocate("weights"));
+    ATTNGEN_RETURN_IF_ERROR(staged_probs.allocate("weights"));
     const NonFiniteInputs inputs({query, 1, q_len, c.d_model}, {key, 1, kv_len, c.kdim},
                                  {value, 1, kv_len, c.vdim}, mask, batch, c.num_heads, q_len,
                                  kv_len);
     ForwardTensors t(c, batch, q_len, kv_len, inputs.q(), inputs.k(), inputs.v(), staged_out.data(),
-                     staged_weights.data());
+                     staged_probs.data());
     MaskBuffers masks(inputs.mask(), batch, c.num_heads, q_len, kv_len);
 
     // On a GPU, Halide copies host-dirty inputs in; outputs come back below. Everything it
@@ -353,18 +348,18 @@ static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, in
             scratch.track(buf);
         }
         scratch.track(t.out.get());
-        if (with_weights) scratch.track(t.weights.get());
+        if (with_probs) scratch.track(t.probs.get());
     }
 
     const MhaKernels &kernels = kernels_for(c.device);
     KernelContext context;
-    int code = run_forward_kernel(kernels, &context, c, *m->weights, t, masks, with_weights);
+    int code = run_forward_kernel(kernels, &context, c, *m->projections, t, masks, with_probs);
     if (code == 0 && on_gpu) code = halide_copy_to_host(&context, t.out.get());
-    if (code == 0 && on_gpu && with_weights) code = halide_copy_to_host(&context, t.weights.get());
-    if (code != 0) return kernel_failure(kernel_name(kernels, with_weights), code, context);
-    inputs.poison_mha_outputs(staged_out.data(), c.d_model, staged_weights.data());
+    if (code == 0 && on_gpu && with_probs) code = halide_copy_to_host(&context, t.probs.get());
+    if (code != 0) return kernel_failure(kernel_name(kernels, with_probs), code, context);
+    inputs.poison_mha_outputs(staged_out.data(), c.d_model, staged_probs.data());
     staged_out.commit();
-    staged_weights.commit();
+    staged_probs.commit();
     clear_error();
     return ATTNGEN_OK;
 }
@@ -372,22 +367,22 @@ static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, in
 static attngen_status attngen_mha_forward_device_impl(attngen_mha *m, int32_t batch, int32_t q_len,
                                                       int32_t kv_len, uint64_t query, uint64_t key,
                                                       uint64_t value, const attngen_mask *mask,
-                                                      uint64_t out, uint64_t weights) {
+                                                      uint64_t out, uint64_t probs) {
     const auto as_pointer = [](uint64_t address) {
         return reinterpret_cast<const void *>(uintptr_t(address));
     };
     ATTNGEN_RETURN_IF_ERROR(validate_forward(m, batch, q_len, kv_len, as_pointer(query),
                                              as_pointer(key), as_pointer(value), mask,
-                                             as_pointer(out), as_pointer(weights)));
+                                             as_pointer(out), as_pointer(probs)));
     const ResolvedConfig &c = m->config;
     if (c.device == ATTNGEN_DEVICE_CPU) {
         return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
                     "attngen_mha_forward_device needs a handle created for CUDA or OpenCL; this "
                     "one runs on the CPU (use attngen_mha_forward)");
     }
-    std::shared_lock<std::shared_mutex> lock(m->weights_mutex);
-    ATTNGEN_RETURN_IF_ERROR(require_weights(m, "attngen_mha_forward_device"));
-    const bool with_weights = weights != 0;
+    std::shared_lock<std::shared_mutex> lock(m->projections_mutex);
+    ATTNGEN_RETURN_IF_ERROR(require_projections(m, "attngen_mha_forward_device"));
+    const bool with_probs = probs != 0;
     const halide_device_interface_t *interface = gpu_interface_or_fail(c.device);
 
     // Inputs are the caller's device memory; outputs go to device scratch and are copied to
@@ -399,8 +394,7 @@ static attngen_status attngen_mha_forward_device_impl(attngen_mha *m, int32_t ba
     ATTNGEN_RETURN_IF_ERROR(wrapped.wrap(t.key.get(), key, "key"));
     ATTNGEN_RETURN_IF_ERROR(wrapped.wrap(t.value.get(), value, "value"));
     ATTNGEN_RETURN_IF_ERROR(wrapped.wrap(caller.out.get(), out, "out"));
-    if (with_weights)
-        ATTNGEN_RETURN_IF_ERROR(wrapped.wrap(caller.weights.get(), weights, "weights"));
+    if (with_probs) ATTNGEN_RETURN_IF_ERROR(wrapped.wrap(caller.probs.get(), probs, "weights"));
 
     MaskBuffers masks(mask, batch, c.num_heads, q_len, kv_len);
     DeviceScratch scratch;
@@ -411,20 +405,20 @@ static attngen_status attngen_mha_forward_device_impl(attngen_mha *m, int32_t ba
     const MhaKernels &kernels = kernels_for(c.device);
     KernelContext context;
     std::vector<halide_buffer_t *> outputs = {t.out.get()};
-    if (with_weights) outputs.push_back(t.weights.get());
+    if (with_probs) outputs.push_back(t.probs.get());
     int code = 0;
     for (halide_buffer_t *buf : outputs) {
         scratch.track(buf);
         if (code == 0) code = halide_device_malloc(&context, buf, interface);
     }
     if (code == 0) {
-        code = run_forward_kernel(kernels, &context, c, *m->weights, t, masks, with_weights);
+        code = run_forward_kernel(kernels, &context, c, *m->projections, t, masks, with_probs);
     }
     if (code == 0) code = halide_buffer_copy(&context, t.out.get(), interface, caller.out.get());
-    if (code == 0 && with_weights) {
-        code = halide_buffer_copy(&context, t.weights.get(), interface, caller.weights.get());
+    if (code == 0 && with_probs) {
+        code = halide_buffer_copy(&context, t.probs.get(), interface, caller.probs.get());
     }
-    if (code != 0) return kernel_failure(kernel_name(kernels, with_weights), code, context);
+    if (code != 0) return kernel_failure(kernel_name(kernels, with_probs), code, context);
     clear_error();
     return ATTNGEN_OK;
 }

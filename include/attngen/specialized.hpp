@@ -17,12 +17,14 @@
 #define ATTNGEN_SPECIALIZED_HPP
 
 #include <attngen/attngen.h>
+#include <attngen/detail/fused_forward_call.h>
 #include <attngen/detail/mask_buffers.h>
 #include <attngen/detail/packed_projection.h>
 #include <attngen/detail/tensor_buffer.h>
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 namespace attngen::specialized {
 
@@ -55,10 +57,9 @@ namespace detail {
 // Every argument of a forward kernel but the outputs, as buffers over the caller's memory.
 struct ForwardArguments {
     rt::TensorBuffer<float, 3> query, key, value;
-    rt::TensorBuffer<float, 2> wq, wk, wv, wo;
-    rt::TensorBuffer<float, 1> bq, bk, bv, bo;
+    rt::ProjectionBuffers wq, wk, wv, wo;
     rt::MaskBuffers masks;
-    float scale;
+    rt::FusedForwardInputs inputs;
 
     ForwardArguments(const MhaWeights &w, int32_t batch, int32_t q_len, int32_t kv_len,
                      const float *query_data, const float *key_data, const float *value_data,
@@ -66,38 +67,37 @@ struct ForwardArguments {
         : query(query_data, {batch, q_len, w.d_model}),
           key(key_data, {batch, kv_len, w.kdim}),
           value(value_data, {batch, kv_len, w.vdim}),
-          wq(w.q.weight.data(), {w.q.in, w.q.padded_out}),
-          wk(w.k.weight.data(), {w.k.in, w.k.padded_out}),
-          wv(w.v.weight.data(), {w.v.in, w.v.padded_out}),
-          wo(w.o.weight.data(), {w.o.in, w.o.padded_out}),
-          bq(w.q.bias.data(), {w.q.padded_out}),
-          bk(w.k.bias.data(), {w.k.padded_out}),
-          bv(w.v.bias.data(), {w.v.padded_out}),
-          bo(w.o.bias.data(), {w.o.padded_out}),
-          masks(mask, batch, w.num_heads, q_len, kv_len),
-          scale(1.0f / std::sqrt(float(w.head_dim))) {
+          wq(w.q),
+          wk(w.k),
+          wv(w.v),
+          wo(w.o),
+          masks(mask, batch, w.num_heads, q_len, kv_len) {
+        inputs.query = query.get();
+        inputs.key = key.get();
+        inputs.value = value.get();
+        inputs.wq = &wq;
+        inputs.wk = &wk;
+        inputs.wv = &wv;
+        inputs.wo = &wo;
+        inputs.num_heads = w.num_heads;
+        inputs.head_dim = w.head_dim;
+        inputs.scale = 1.0f / std::sqrt(float(w.head_dim));
+        inputs.masks = &masks;
         attngen_install_error_handler();
     }
 
     // A GPU kernel copies host inputs to its device and leaves its outputs there: they come
     // back to host memory here, and every device allocation of the call is freed.
     template <typename Kernel, typename... Outputs>
-    int call(Kernel kernel, const MhaWeights &w, Outputs... outputs) {
-        halide_buffer_t *inputs[] = {
-            query.get(), key.get(),          value.get(),       wq.get(),        wk.get(),
-            wv.get(),    wo.get(),           bq.get(),          bk.get(),        bv.get(),
-            bo.get(),    masks.kv_lengths(), masks.bool_mask(), masks.additive()};
-        for (halide_buffer_t *buf : inputs) buf->flags = halide_buffer_flag_host_dirty;
-        int code =
-            kernel(nullptr, query.get(), key.get(), value.get(), wq.get(), wk.get(), wv.get(),
-                   wo.get(), bq.get(), bk.get(), bv.get(), bo.get(), w.num_heads, w.head_dim, scale,
-                   masks.causal(), masks.kv_lengths(), masks.has_bool_mask(), masks.bool_mask(),
-                   masks.has_additive(), masks.additive(), outputs...);
+    int call(Kernel kernel, Outputs... outputs) {
+        const std::vector<halide_buffer_t *> in = inputs.buffers();
+        for (halide_buffer_t *buf : in) buf->flags = halide_buffer_flag_host_dirty;
+        int code = rt::call_fused_forward(kernel, nullptr, inputs, outputs...);
         for (halide_buffer_t *buf : {outputs...}) {
             if (code == 0 && buf->device != 0) code = halide_copy_to_host(nullptr, buf);
             if (buf->device != 0) halide_device_free(nullptr, buf);
         }
-        for (halide_buffer_t *buf : inputs) {
+        for (halide_buffer_t *buf : in) {
             if (buf->device != 0) halide_device_free(nullptr, buf);
         }
         return code;
@@ -119,7 +119,7 @@ int forward(Kernel kernel, const MhaWeights &w, int32_t batch, int32_t q_len, in
             float *out) {
     detail::ForwardArguments args(w, batch, q_len, kv_len, query, key, value, mask);
     rt::TensorBuffer<float, 2> out_buf = detail::output_rows(out, batch, q_len, w.d_model);
-    return args.call(kernel, w, out_buf.get());
+    return args.call(kernel, out_buf.get());
 }
 
 // For a kernel made with WEIGHTS_OUTPUT: weights [batch, num_heads, q_len, kv_len] as well.
@@ -130,7 +130,7 @@ int forward_with_weights(Kernel kernel, const MhaWeights &w, int32_t batch, int3
     detail::ForwardArguments args(w, batch, q_len, kv_len, query, key, value, mask);
     rt::TensorBuffer<float, 2> out_buf = detail::output_rows(out, batch, q_len, w.d_model);
     rt::TensorBuffer<float, 4> weights_buf(weights, {batch, w.num_heads, q_len, kv_len});
-    return args.call(kernel, w, out_buf.get(), weights_buf.get());
+    return args.call(kernel, out_buf.get(), weights_buf.get());
 }
 
 }  // namespace attngen::specialized

@@ -1,0 +1,74 @@
+// Header-only: installed (attngen/detail/) for kernels made by attngen_add_library.
+// The one call path of the fused MHA forward kernels (MhaForwardGenerator in
+// generators/generators.cpp): their arguments by name, and the single place that spells out
+// the kernels' positional order. runtime/mha.cpp and attngen/specialized.hpp both call through
+// it, so a dozen halide_buffer_t * in a row are written once, here.
+#ifndef ATTNGEN_RUNTIME_FUSED_FORWARD_CALL_H
+#define ATTNGEN_RUNTIME_FUSED_FORWARD_CALL_H
+
+#include <HalideRuntime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "mask_buffers.h"
+#include "packed_projection.h"
+#include "tensor_buffer.h"
+
+namespace attngen::rt {
+
+// A packed projection's weight and bias as kernel buffers over its storage.
+struct ProjectionBuffers {
+    TensorBuffer<float, 2> weight;
+    TensorBuffer<float, 1> bias;
+    explicit ProjectionBuffers(const PackedProjection &p)
+        : weight(p.weight.data(), {p.in, p.padded_out}), bias(p.bias.data(), {p.padded_out}) {}
+};
+
+// Every input of a fused forward kernel. The projections are named, not positional: a
+// ProjectionBuffers for q cannot land in k's place without the name saying so.
+struct FusedForwardInputs {
+    halide_buffer_t *query = nullptr;  // (d_model, q_len, batch)
+    halide_buffer_t *key = nullptr;    // (kdim, kv_len, batch)
+    halide_buffer_t *value = nullptr;  // (vdim, kv_len, batch)
+    ProjectionBuffers *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
+    int32_t num_heads = 0, head_dim = 0;
+    float scale = 0.0f;
+    MaskBuffers *masks = nullptr;
+
+    // The buffers among them, e.g. to mark them for copying to a GPU.
+    std::vector<halide_buffer_t *> buffers() const {
+        return {query,
+                key,
+                value,
+                wq->weight.get(),
+                wk->weight.get(),
+                wv->weight.get(),
+                wo->weight.get(),
+                wq->bias.get(),
+                wk->bias.get(),
+                wv->bias.get(),
+                wo->bias.get(),
+                masks->kv_lengths(),
+                masks->bool_mask(),
+                masks->additive()};
+    }
+};
+
+// Calls kernel (a fused forward kernel, of any target) with the inputs and the outputs: out
+// (d_model, q_len * batch), then the weights (kv_len, q_len, heads, batch) for kernels made
+// with weights_output. Returns the kernel's result (0 or a halide_error_code_t).
+template <typename Kernel, typename... Outputs>
+int call_fused_forward(Kernel kernel, void *user_context, const FusedForwardInputs &in,
+                       Outputs *...outputs) {
+    MaskBuffers &m = *in.masks;
+    return kernel(user_context, in.query, in.key, in.value, in.wq->weight.get(),
+                  in.wk->weight.get(), in.wv->weight.get(), in.wo->weight.get(), in.wq->bias.get(),
+                  in.wk->bias.get(), in.wv->bias.get(), in.wo->bias.get(), in.num_heads,
+                  in.head_dim, in.scale, m.causal(), m.kv_lengths(), m.has_bool_mask(),
+                  m.bool_mask(), m.has_additive(), m.additive(), outputs...);
+}
+
+}  // namespace attngen::rt
+
+#endif  // ATTNGEN_RUNTIME_FUSED_FORWARD_CALL_H
