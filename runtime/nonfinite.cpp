@@ -133,7 +133,7 @@ bool NonFiniteInputs::row_bad(const std::vector<uint8_t> &rows, const Tensor &t,
     return rows[(size_t(b) * t.heads + th) * t.len + row] != 0;
 }
 
-bool NonFiniteInputs::head_weights_poisoned(int32_t b, int32_t h, int32_t i) const {
+bool NonFiniteInputs::head_probs_poisoned(int32_t b, int32_t h, int32_t i) const {
     if (row_bad(q_bad_, q_, b, h, i)) return true;
     for (int32_t j = 0; j < kv_len_; ++j) {
         if (visible(b, h, i, j) && (row_bad(k_bad_, k_, b, h, j) || additive_poisons(b, h, i, j)))
@@ -153,7 +153,7 @@ bool NonFiniteInputs::head_output_poisoned(int32_t b, int32_t h, int32_t i, int3
     return false;
 }
 
-void NonFiniteInputs::poison_sdpa_outputs(float *out, float *weights) const {
+void NonFiniteInputs::poison_sdpa_outputs(float *out, float *probs) const {
     if (!any_) return;
     const int32_t dv = v_.width;
     for (int32_t b = 0; b < batch_; ++b) {
@@ -161,11 +161,11 @@ void NonFiniteInputs::poison_sdpa_outputs(float *out, float *weights) const {
             for (int32_t i = 0; i < q_len_; ++i) {
                 if (!row_has_visible_key(b, h, i)) continue;  // zero whatever the inputs
                 const size_t row = (size_t(b) * heads_ + h) * q_len_ + i;
-                if (head_weights_poisoned(b, h, i)) {
+                if (head_probs_poisoned(b, h, i)) {
                     for (int32_t c = 0; c < dv; ++c) out[row * dv + c] = kNaN;
-                    if (weights == nullptr) continue;
+                    if (probs == nullptr) continue;
                     for (int32_t j = 0; j < kv_len_; ++j) {
-                        if (visible(b, h, i, j)) weights[row * kv_len_ + j] = kNaN;
+                        if (visible(b, h, i, j)) probs[row * kv_len_ + j] = kNaN;
                     }
                     continue;
                 }
@@ -177,19 +177,19 @@ void NonFiniteInputs::poison_sdpa_outputs(float *out, float *weights) const {
     }
 }
 
-void NonFiniteInputs::poison_mha_outputs(float *out, int32_t d_model, float *weights) const {
+void NonFiniteInputs::poison_mha_outputs(float *out, int32_t d_model, float *probs) const {
     if (!any_) return;
     for (int32_t b = 0; b < batch_; ++b) {
         for (int32_t i = 0; i < q_len_; ++i) {
             bool out_row = false;
             for (int32_t h = 0; h < heads_; ++h) {
                 if (!row_has_visible_key(b, h, i)) continue;
-                const bool head_weights = head_weights_poisoned(b, h, i);
-                out_row |= head_weights || head_output_poisoned(b, h, i, -1);
-                if (!head_weights || weights == nullptr) continue;
+                const bool head_probs = head_probs_poisoned(b, h, i);
+                out_row |= head_probs || head_output_poisoned(b, h, i, -1);
+                if (!head_probs || probs == nullptr) continue;
                 const size_t row = (size_t(b) * heads_ + h) * q_len_ + i;
                 for (int32_t j = 0; j < kv_len_; ++j) {
-                    if (visible(b, h, i, j)) weights[row * kv_len_ + j] = kNaN;
+                    if (visible(b, h, i, j)) probs[row * kv_len_ + j] = kNaN;
                 }
             }
             if (!out_row) continue;

@@ -40,9 +40,9 @@ class NonFiniteInputs {
 
     // Sets the dependent outputs to NaN. SDPA: out [batch, heads, q_len, dv], column-exact
     // for values. MHA: out [batch, q_len, d_model], whole rows (the projections mix every
-    // feature and head). weights [batch, heads, q_len, kv_len] or NULL.
-    void poison_sdpa_outputs(float *out, float *weights) const;
-    void poison_mha_outputs(float *out, int32_t d_model, float *weights) const;
+    // feature and head). probs [batch, heads, q_len, kv_len] or NULL.
+    void poison_sdpa_outputs(float *out, float *probs) const;
+    void poison_mha_outputs(float *out, int32_t d_model, float *probs) const;
 
   private:
     float additive_at(int32_t b, int32_t h, int32_t i, int32_t j) const;  // mask has one
@@ -51,9 +51,9 @@ class NonFiniteInputs {
     bool additive_poisons(int32_t b, int32_t h, int32_t i, int32_t j) const;
     bool row_bad(const std::vector<uint8_t> &rows, const Tensor &t, int32_t b, int32_t h,
                  int32_t row) const;
-    // Whether head h of row (b, i) depends on a bad query, key or additive entry (its weights
+    // Whether head h of row (b, i) depends on a bad query, key or additive entry (its probabilities
     // and output), and, when values is set, on a bad value element (only column c when c >= 0).
-    bool head_weights_poisoned(int32_t b, int32_t h, int32_t i) const;
+    bool head_probs_poisoned(int32_t b, int32_t h, int32_t i) const;
     bool head_output_poisoned(int32_t b, int32_t h, int32_t i, int32_t c) const;
 
     Tensor q_, k_, v_;

@@ -23,7 +23,7 @@ namespace {
 attngen_status validate_sdpa(int32_t batch, int32_t heads, int32_t q_len, int32_t kv_len,
                              int32_t dk, int32_t dv, const float *q, const float *k, const float *v,
                              const attngen_mask *mask, float scale, const float *out,
-                             const float *weights) {
+                             const float *probs) {
     const struct {
         int32_t value;
         const char *name;
@@ -42,7 +42,7 @@ attngen_status validate_sdpa(int32_t batch, int32_t heads, int32_t q_len, int32_
     ATTNGEN_RETURN_IF_ERROR(require_addressable("k", {batch, heads, kv_len, dk}, 4));
     ATTNGEN_RETURN_IF_ERROR(require_addressable("v", {batch, heads, kv_len, dv}, 4));
     ATTNGEN_RETURN_IF_ERROR(require_addressable("out", {batch, heads, q_len, dv}, 4));
-    if (weights != nullptr) {
+    if (probs != nullptr) {
         ATTNGEN_RETURN_IF_ERROR(require_addressable("weights", {batch, heads, q_len, kv_len}, 4));
     }
     return validate_mask(mask, batch, heads, q_len, kv_len);
@@ -53,14 +53,14 @@ attngen_status validate_sdpa(int32_t batch, int32_t heads, int32_t q_len, int32_
 static attngen_status attngen_sdpa_impl(int32_t batch, int32_t heads, int32_t q_len, int32_t kv_len,
                                         int32_t dk, int32_t dv, const float *q, const float *k,
                                         const float *v, const attngen_mask *mask, float scale,
-                                        float *out, float *weights) {
+                                        float *out, float *probs) {
     ATTNGEN_RETURN_IF_ERROR(
-        validate_sdpa(batch, heads, q_len, kv_len, dk, dv, q, k, v, mask, scale, out, weights));
+        validate_sdpa(batch, heads, q_len, kv_len, dk, dv, q, k, v, mask, scale, out, probs));
     install_halide_runtime_hooks();
     StagedOutput staged_out(out, size_t(batch) * heads * q_len * dv);
-    StagedOutput staged_weights(weights, size_t(batch) * heads * q_len * kv_len);
+    StagedOutput staged_probs(probs, size_t(batch) * heads * q_len * kv_len);
     ATTNGEN_RETURN_IF_ERROR(staged_out.allocate("out"));
-    ATTNGEN_RETURN_IF_ERROR(staged_weights.allocate("weights"));
+    ATTNGEN_RETURN_IF_ERROR(staged_probs.allocate("weights"));
 
     const NonFiniteInputs inputs({q, heads, q_len, dk}, {k, heads, kv_len, dk},
                                  {v, heads, kv_len, dv}, mask, batch, heads, q_len, kv_len);
@@ -68,14 +68,14 @@ static attngen_status attngen_sdpa_impl(int32_t batch, int32_t heads, int32_t q_
     TensorBuffer<float, 4> k_buf(inputs.k(), {batch, heads, kv_len, dk});
     TensorBuffer<float, 4> v_buf(inputs.v(), {batch, heads, kv_len, dv});
     TensorBuffer<float, 4> out_buf(staged_out.data(), {batch, heads, q_len, dv});
-    TensorBuffer<float, 4> weights_buf(staged_weights.data(), {batch, heads, q_len, kv_len});
+    TensorBuffer<float, 4> probs_buf(staged_probs.data(), {batch, heads, q_len, kv_len});
     MaskBuffers masks(inputs.mask(), batch, heads, q_len, kv_len);
     const float effective_scale = scale != 0.0f ? scale : 1.0f / std::sqrt(float(dk));
 
     KernelContext context;
     int code;
     const char *kernel;
-    if (weights == nullptr) {
+    if (probs == nullptr) {
         kernel = "attngen_sdpa_cpu";
         code = attngen_sdpa_cpu(&context, q_buf.get(), k_buf.get(), v_buf.get(), effective_scale,
                                 masks.causal(), masks.kv_lengths(), masks.has_bool_mask(),
@@ -86,12 +86,12 @@ static attngen_status attngen_sdpa_impl(int32_t batch, int32_t heads, int32_t q_
         code = attngen_sdpa_weights_cpu(
             &context, q_buf.get(), k_buf.get(), v_buf.get(), effective_scale, masks.causal(),
             masks.kv_lengths(), masks.has_bool_mask(), masks.bool_mask(), masks.has_additive(),
-            masks.additive(), out_buf.get(), weights_buf.get());
+            masks.additive(), out_buf.get(), probs_buf.get());
     }
     if (code != 0) return kernel_failure(kernel, code, context);
-    inputs.poison_sdpa_outputs(staged_out.data(), staged_weights.data());
+    inputs.poison_sdpa_outputs(staged_out.data(), staged_probs.data());
     staged_out.commit();
-    staged_weights.commit();
+    staged_probs.commit();
     clear_error();
     return ATTNGEN_OK;
 }
