@@ -39,6 +39,23 @@ install(FILES "${PROJECT_BINARY_DIR}/attngenConfig.cmake"
               "${PROJECT_BINARY_DIR}/attngenConfigVersion.cmake"
         DESTINATION "${ATTNGEN_INSTALL_CMAKEDIR}")
 
+# attngen.pc names its prefix relative to its own directory (${pcfiledir}), so that the prefix
+# given at install time (cmake --install --prefix P) is the one it points into. Absolute
+# install dirs stay absolute.
+if (IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+    set(ATTNGEN_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else ()
+    file(RELATIVE_PATH _attngen_pc_up "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+    string(REGEX REPLACE "/$" "" _attngen_pc_up "${_attngen_pc_up}")  # "../.." for lib
+    set(ATTNGEN_PC_PREFIX "\${pcfiledir}/${_attngen_pc_up}")
+endif ()
+foreach (_attngen_dir IN ITEMS LIBDIR INCLUDEDIR)
+    if (IS_ABSOLUTE "${CMAKE_INSTALL_${_attngen_dir}}")
+        set(ATTNGEN_PC_${_attngen_dir} "${CMAKE_INSTALL_${_attngen_dir}}")
+    else ()
+        set(ATTNGEN_PC_${_attngen_dir} "\${prefix}/${CMAKE_INSTALL_${_attngen_dir}}")
+    endif ()
+endforeach ()
 configure_file("${PROJECT_SOURCE_DIR}/cmake/attngen.pc.in" "${PROJECT_BINARY_DIR}/attngen.pc"
                @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/attngen.pc"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the build tree into a temporary prefix, checks the layout of DESIGN.md and that
-# libattngen.so exports exactly the C API, then builds and runs a downstream project against it.
+# libattngen.so exports exactly the C API, then builds and runs a downstream project against it,
+# and the C example with cc and pkg-config alone (static and shared).
 # usage: check_install.sh <build dir> <source dir> <cmake> <generator>
 set -euo pipefail
 build=$1 source=$2 cmake=$3 generator=$4
@@ -30,3 +31,30 @@ fi
 "$prefix/consumer/c_static"
 LD_LIBRARY_PATH="$prefix/install/lib" "$prefix/consumer/c_shared"
 echo "install layout, exports and find_package(attngen): ok"
+
+# The C example built with cc and pkg-config alone, from the installed attngen.pc: it must
+# point into this prefix (relocatable), and list what a static link of libattngen.a needs.
+export PKG_CONFIG_PATH="$prefix/install/lib/pkgconfig"
+pkg-config --exists attngen || { echo "pkg-config does not find the installed attngen.pc"; exit 1; }
+pc_prefix=$(pkg-config --variable=prefix attngen)
+[ "$(realpath -m "$pc_prefix")" = "$(realpath "$prefix/install")" ] ||
+    { echo "attngen.pc: prefix $pc_prefix is not the install prefix $prefix/install"; exit 1; }
+example="$source/examples/c_api/main.c"
+read -ra cflags <<<"$(pkg-config --cflags attngen)"
+# Static: libattngen.so lies beside the archive, so -lattngen is made to take the .a.
+read -ra static_libs <<<"$(pkg-config --static --libs attngen)"
+linked=()
+for arg in "${static_libs[@]}"; do
+    if [ "$arg" = -lattngen ]; then linked+=(-Wl,-Bstatic -lattngen -Wl,-Bdynamic); else linked+=("$arg"); fi
+done
+cc -std=c11 "${cflags[@]}" "$example" -o "$prefix/pc_static" "${linked[@]}"
+if grep -q 'NEEDED.*libattngen' <<<"$(readelf -d "$prefix/pc_static")"; then
+    echo "pkg-config static link: the program needs libattngen.so"; exit 1
+fi
+env -u LD_LIBRARY_PATH "$prefix/pc_static" >/dev/null
+read -ra shared_libs <<<"$(pkg-config --libs attngen)"
+cc -std=c11 "${cflags[@]}" "$example" -o "$prefix/pc_shared" "${shared_libs[@]}"
+grep -q 'NEEDED.*libattngen\.so' <<<"$(readelf -d "$prefix/pc_shared")" ||
+    { echo "pkg-config shared link: the program does not need libattngen.so"; exit 1; }
+LD_LIBRARY_PATH="$prefix/install/lib" "$prefix/pc_shared" >/dev/null
+echo "cc and pkg-config (attngen.pc), static and shared: ok"

@@ -1,5 +1,6 @@
 # Tests of what the build ships: the C example against libattngen.so, and an install into a
-# temporary prefix checked for the DESIGN.md layout, the exported symbols and find_package.
+# temporary prefix checked for the DESIGN.md layout, the exported symbols, find_package and
+# pkg-config (the C example built with cc, static and shared).
 add_test(NAME c_api_example COMMAND attngen_c_example)
 add_test(NAME install_package
          COMMAND "${CMAKE_CURRENT_LIST_DIR}/check_install.sh" "${PROJECT_BINARY_DIR}"
