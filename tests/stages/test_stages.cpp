@@ -1,0 +1,309 @@
+// Stage-level tests below the C API: the algorithm of generators/stages.h, JIT-compiled with
+// the schedules the kernels use, checked against double precision. As Halide's apps test their
+// helpers, each test covers one stage over inputs that the C API reaches only indirectly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "Halide.h"
+#include "layout.h"
+#include "reference.h"
+#include "schedule_cpu.h"
+#include "stages.h"
+
+namespace {
+
+using namespace Halide;
+
+float from_bits(uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+uint32_t to_bits(float f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    return bits;
+}
+
+// The targets the kernels are built for that this machine can run: the host (with FMA and
+// AVX-512 where it has them) and the baseline without FMA, which rounds the polynomial
+// differently.
+std::vector<Target> cpu_targets() {
+    const Target host = get_host_target();
+    std::vector<Target> targets = {host};
+    if (host.arch == Target::X86) targets.push_back(Target("x86-64-linux"));
+    return targets;
+}
+
+// ---------------------------------------------------------------------------------------------
+// exp_nonpositive: the error bound its comment in stages.cpp states, over the whole range.
+
+struct ExpError {
+    double worst_near = 0;  // max relative error for x in [-10, 0]
+    double worst_far = 0;   // max relative error for x in [-87, -10)
+    float worst_near_x = 0, worst_far_x = 0;
+};
+
+// Every `stride`-th float between -0 and -87 by bit pattern (negative floats grow in magnitude
+// with their bits), so the sample covers every binade evenly.
+ExpError measure_exp_error(const Target &target, uint32_t stride) {
+    const uint32_t first = to_bits(-0.0f), last = to_bits(-87.0f);
+    const int n = int((last - first) / stride + 1);
+    Var i("i");
+    Func x("x"), e("e");
+    x(i) = reinterpret(Float(32), Expr(first) + cast<uint32_t>(i) * Expr(stride));
+    e(i) = attngen::exp_nonpositive(x(i));
+    e.vectorize(i, target.natural_vector_size<float>()).parallel(i, 1 << 16);
+    Buffer<float> out = e.realize({n}, target);
+    ExpError r;
+    for (int k = 0; k < n; ++k) {
+        const float xf = from_bits(first + uint32_t(k) * stride);
+        const double want = std::exp(double(xf));
+        const double rel = std::abs(double(out(k)) - want) / want;
+        if (xf >= -10.0f && rel > r.worst_near) r.worst_near = rel, r.worst_near_x = xf;
+        if (xf < -10.0f && rel > r.worst_far) r.worst_far = rel, r.worst_far_x = xf;
+    }
+    return r;
+}
+
+TEST(ExpNonpositive, StaysWithinItsStatedErrorBound) {
+    // stages.cpp states at most 5.6e-7 on [-10, 0] and 4.1e-6 down to -87. Every 61st float
+    // by bit pattern (18 million points, 137 thousand per binade) on each target, with 3% of
+    // slack for the points between them.
+    for (const Target &t : cpu_targets()) {
+        const ExpError r = measure_exp_error(t, 61);
+        std::printf(
+            "%s: worst relative error %.3g at x = %.9g on [-10, 0], %.3g at x = %.9g below\n",
+            t.to_string().c_str(), r.worst_near, r.worst_near_x, r.worst_far, r.worst_far_x);
+        EXPECT_LE(r.worst_near, 5.8e-7) << t.to_string() << " at x = " << r.worst_near_x;
+        EXPECT_LE(r.worst_far, 4.2e-6) << t.to_string() << " at x = " << r.worst_far_x;
+        // And the bound is not loose by orders of magnitude (it would hide a change).
+        EXPECT_GE(r.worst_near, 5e-8) << t.to_string();
+    }
+}
+
+TEST(ExpNonpositive, IsExactAtZeroAndZeroBelowUnderflow) {
+    const std::vector<float> xs = {
+        0.0f, -0.0f, -87.0001f, -88.0f, -100.0f, -1e30f, std::numeric_limits<float>::lowest()};
+    Buffer<float> in(int(xs.size()));
+    for (size_t k = 0; k < xs.size(); ++k) in(int(k)) = xs[k];
+    for (const Target &t : cpu_targets()) {
+        Var i("i");
+        Func e("e");
+        e(i) = attngen::exp_nonpositive(in(i));
+        Buffer<float> out = e.realize({int(xs.size())}, t);
+        EXPECT_EQ(out(0), 1.0f) << t.to_string();
+        EXPECT_EQ(out(1), 1.0f) << t.to_string();
+        for (size_t k = 2; k < xs.size(); ++k) EXPECT_EQ(out(int(k)), 0.0f) << xs[k];
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// define_masked_logits: which keys are masked, against the float64 reference's rule.
+
+struct MaskCase {
+    int batch, heads, q_len, kv_len;
+    attngen_causal causal;
+    bool key_lengths, bool_mask, additive;
+};
+
+std::string describe(const MaskCase &c) {
+    return "batch " + std::to_string(c.batch) + " heads " + std::to_string(c.heads) + " q_len " +
+           std::to_string(c.q_len) + " kv_len " + std::to_string(c.kv_len) + " causal " +
+           std::to_string(int(c.causal)) + " lengths " + std::to_string(c.key_lengths) + " bool " +
+           std::to_string(c.bool_mask) + " additive " + std::to_string(c.additive);
+}
+
+// define_masked_logits over mask inputs given as parameters, JIT-compiled once for every case.
+struct MaskPipeline {
+    ImageParam kv_lengths{Int(32), 1, "kv_lengths"};
+    ImageParam bool_mask{UInt(8), 3, "bool_mask"};
+    ImageParam additive{Float(32), 4, "additive"};
+    Param<int> causal{"causal"}, q_len{"q_len"}, kv_len{"kv_len"};
+    Param<bool> has_bool_mask{"has_bool_mask"}, has_additive{"has_additive"};
+    Func masked{"masked_u8"}, logit{"logit"};
+
+    MaskPipeline() {
+        attngen::MaskInputs in;
+        in.kv_lengths = kv_lengths;
+        in.bool_mask = bool_mask;
+        in.additive = additive;
+        in.causal = causal;
+        in.has_bool_mask = has_bool_mask;
+        in.has_additive = has_additive;
+        Var j("j"), i("i"), h("h"), b("b");
+        Func score("score");
+        score(j, i, h, b) = 1.0f;
+        attngen::MaskedLogits logits =
+            attngen::define_masked_logits(score, 0.5f, in, q_len, kv_len);
+        masked(j, i, h, b) = cast<uint8_t>(logits.masked(j, i, h, b));
+        logit(j, i, h, b) = logits.logit(j, i, h, b);
+        masked.compile_jit();
+        logit.compile_jit();
+    }
+};
+
+void check_mask_case(MaskPipeline &p, const MaskCase &c) {
+    SCOPED_TRACE(describe(c));
+    const int B = c.batch, H = c.heads, Lq = c.q_len, Lkv = c.kv_len;
+    std::vector<int32_t> lengths(B);
+    for (int b = 0; b < B; ++b) lengths[b] = (b * 7 + 3) % (Lkv + 2);  // 0 and > kv_len too
+    std::vector<uint8_t> bools(size_t(B) * Lq * Lkv);
+    for (size_t k = 0; k < bools.size(); ++k) bools[k] = (k * 2654435761u >> 7) % 5 == 0;
+    std::vector<float> adds(size_t(B) * H * Lq * Lkv);
+    for (size_t k = 0; k < adds.size(); ++k) {
+        adds[k] = (k * 40503u >> 3) % 7 == 0 ? -std::numeric_limits<float>::infinity()
+                                             : float(int(k % 9) - 4) * 0.25f;
+    }
+    attngen_mask mask{};
+    mask.causal = c.causal;
+    if (c.key_lengths) mask.kv_lengths = lengths.data();
+    if (c.bool_mask) mask.bool_mask = bools.data(), mask.bool_mask_batch = B;
+    if (c.additive) mask.additive = adds.data(), mask.additive_batch = B, mask.additive_heads = H;
+
+    // The mask inputs as the runtime feeds them: absent parts are neutral, their flags off.
+    Buffer<int32_t> len_buf(B);
+    for (int b = 0; b < B; ++b) len_buf(b) = c.key_lengths ? lengths[b] : Lkv;
+    Buffer<uint8_t> bool_buf(Lkv, Lq, B);
+    Buffer<float> add_buf(Lkv, Lq, H, B);
+    for (int b = 0; b < B; ++b) {
+        for (int i = 0; i < Lq; ++i) {
+            for (int j = 0; j < Lkv; ++j) {
+                bool_buf(j, i, b) = bools[(size_t(b) * Lq + i) * Lkv + j];
+                for (int h = 0; h < H; ++h) {
+                    add_buf(j, i, h, b) = adds[((size_t(b) * H + h) * Lq + i) * Lkv + j];
+                }
+            }
+        }
+    }
+    p.kv_lengths.set(len_buf);
+    p.bool_mask.set(bool_buf);
+    p.additive.set(add_buf);
+    p.causal.set(int(c.causal));
+    p.q_len.set(Lq);
+    p.kv_len.set(Lkv);
+    p.has_bool_mask.set(c.bool_mask);
+    p.has_additive.set(c.additive);
+    // One key past kv_len too: a schedule's rounded-up key block must see it masked.
+    Buffer<uint8_t> got = p.masked.realize({Lkv + 1, Lq, H, B});
+    Buffer<float> logit = p.logit.realize({Lkv, Lq, H, B});
+
+    const attngen_ref::SdpaShape shape{B, H, Lq, Lkv, 1, 1};
+    for (int bb = 0; bb < B; ++bb) {
+        for (int hh = 0; hh < H; ++hh) {
+            for (int ii = 0; ii < Lq; ++ii) {
+                ASSERT_EQ(got(Lkv, ii, hh, bb), 1) << "key kv_len is visible at " << ii;
+                for (int jj = 0; jj < Lkv; ++jj) {
+                    const double add = attngen_ref::additive_at(&mask, shape, bb, hh, ii, jj);
+                    const bool want = attngen_ref::hard_masked(&mask, shape, bb, ii, jj) ||
+                                      add == -std::numeric_limits<double>::infinity();
+                    ASSERT_EQ(bool(got(jj, ii, hh, bb)), want)
+                        << "b " << bb << " h " << hh << " i " << ii << " j " << jj;
+                    if (!want) {
+                        ASSERT_EQ(double(logit(jj, ii, hh, bb)), 0.5 + add);
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST(MaskedLogits, MatchTheReferenceForEveryMaskKind) {
+    MaskPipeline pipeline;
+    for (attngen_causal causal :
+         {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_TOP_LEFT, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
+        for (int parts = 0; parts < 8; ++parts) {
+            // q_len < kv_len, q_len > kv_len (bottom-right then hides whole rows) and equal.
+            for (auto [lq, lkv] : {std::pair{3, 7}, std::pair{7, 3}, std::pair{5, 5}}) {
+                check_mask_case(pipeline, {2, 2, lq, lkv, causal, bool(parts & 1), bool(parts & 2),
+                                           bool(parts & 4)});
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// define_projection with schedule_projection_cpu: register tiles at the edges of rows and
+// output features.
+
+// The projection as the kernels compute it, sizes from its buffers, compiled once per target.
+struct ProjectionPipeline {
+    ImageParam x{Float(32), 2, "x"}, w_t{Float(32), 2, "w_t"}, bias{Float(32), 1, "bias"};
+    Func result;
+
+    explicit ProjectionPipeline(const Target &target) {
+        Var d("d"), g("g"), n("n");
+        Func x_rows("x_rows");
+        x_rows(d, g, n) = x(d, n);
+        attngen::ProjectionStage p = attngen::define_projection("proj", x_rows, x.dim(0).extent(),
+                                                                1, x.dim(1).extent(), w_t, bias);
+        attngen::schedule_projection_cpu(p, target, attngen::CpuScheduleKnobs{});
+        result = p.result;
+        result.compile_jit(target);
+    }
+};
+
+void check_projection(ProjectionPipeline &pipeline, int rows, int in_features, int out_features) {
+    SCOPED_TRACE("rows " + std::to_string(rows) + " in " + std::to_string(in_features) + " out " +
+                 std::to_string(out_features));
+    const int padded_out = attngen::round_up(out_features, attngen::kWeightPadding);
+    Buffer<float> x(in_features, rows), w_t(padded_out, in_features), bias(padded_out);
+    std::vector<float> w_rows(size_t(out_features) * in_features);  // [out, in], for the reference
+    for (int n = 0; n < rows; ++n)
+        for (int f = 0; f < in_features; ++f) x(f, n) = float((n * 31 + f * 17) % 13 - 6) / 8;
+    w_t.fill(0.0f);
+    bias.fill(0.0f);
+    for (int o = 0; o < out_features; ++o) {
+        bias(o) = float(o % 5) - 2;
+        for (int f = 0; f < in_features; ++f) {
+            const float v = float((o * 7 + f * 3) % 11 - 5) / 16;
+            w_t(o, f) = v;
+            w_rows[size_t(o) * in_features + f] = v;
+        }
+    }
+    pipeline.x.set(x);
+    pipeline.w_t.set(w_t);
+    pipeline.bias.set(bias);
+    Buffer<float> got = pipeline.result.realize({out_features, rows});
+
+    std::vector<float> x_rowmajor(size_t(rows) * in_features);
+    for (int r = 0; r < rows; ++r)
+        for (int f = 0; f < in_features; ++f) x_rowmajor[size_t(r) * in_features + f] = x(f, r);
+    std::vector<float> b_vec(out_features);
+    for (int o = 0; o < out_features; ++o) b_vec[o] = bias(o);
+    const std::vector<double> want = attngen_ref::linear(
+        rows, in_features, out_features, x_rowmajor.data(), w_rows.data(), b_vec.data());
+    for (int r = 0; r < rows; ++r) {
+        for (int o = 0; o < out_features; ++o) {
+            // Inputs are multiples of 1/128 with small sums: every product and partial sum is
+            // exact in float, so any order of addition gives the reference exactly.
+            ASSERT_EQ(double(got(o, r)), want[size_t(r) * out_features + o])
+                << "row " << r << " feature " << o;
+        }
+    }
+}
+
+TEST(Projection, RegisterTileEdgesOfRowsAndFeatures) {
+    for (const Target &t : cpu_targets()) {
+        SCOPED_TRACE(t.to_string());
+        ProjectionPipeline pipeline(t);
+        const attngen::CpuScheduleKnobs k = attngen::resolve_cpu_knobs({}, t);
+        const int tile_rows = k.gemm_rows, task_rows = k.gemm_rows * k.gemm_row_tiles;
+        const int tile_features = k.gemm_vectors * t.natural_vector_size<float>();
+        for (int rows : {1, tile_rows - 1, tile_rows + 1, task_rows - 1, task_rows + 1}) {
+            for (int out : {1, tile_features - 1, tile_features + 1, 67}) {
+                if (rows >= 1 && out >= 1) check_projection(pipeline, rows, 13, out);
+            }
+        }
+    }
+}
+
+}  // namespace
