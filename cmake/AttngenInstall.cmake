@@ -61,8 +61,8 @@ configure_file("${PROJECT_SOURCE_DIR}/cmake/attngen.pc.in" "${PROJECT_BINARY_DIR
 install(FILES "${PROJECT_BINARY_DIR}/attngen.pc"
         DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
 
-# For attngen_add_library (cmake/AttngenAddLibrary.cmake) in other builds: the generator
-# executable, Halide's runtime headers the generated headers include, the cross-target
+# For attngen_add_library (cmake/AttngenAddLibrary.cmake) in other builds: the knob table
+# AttngenTunedParams.cmake reads (schedule_knobs.h, beside it), the generator executable, Halide's runtime headers the generated headers include, the cross-target
 # libraries built here, and where Halide's autoscheduler plugins live.
 if (TARGET attngen_generators)
     # The generator loads libHalide from the Halide it was built with (the .venv's wheel).
@@ -79,6 +79,7 @@ install(FILES ${ATTNGEN_DETAIL_HEADERS} DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}
 install(FILES "${PROJECT_SOURCE_DIR}/cmake/AttngenAddLibrary.cmake"
               "${PROJECT_SOURCE_DIR}/cmake/AttngenHostTargets.cmake"
               "${PROJECT_SOURCE_DIR}/cmake/AttngenTunedParams.cmake"
+              "${PROJECT_SOURCE_DIR}/generators/schedule_knobs.h"
         DESTINATION "${ATTNGEN_INSTALL_CMAKEDIR}")
 if (ATTNGEN_ENABLE_AARCH64)
     set(_attngen_aarch64_runtime "${PROJECT_BINARY_DIR}/attngen_aarch64/runtime")

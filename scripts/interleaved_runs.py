@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 from bench_torch import SHAPES
 
@@ -32,7 +33,7 @@ def run_attngen(bench: str, shape: str) -> list[dict]:
                         "--benchmark_min_time=0.3", "--benchmark_repetitions=5",
                         f"--benchmark_out={out.name}", "--benchmark_out_format=json"],
                        check=True, stdout=subprocess.DEVNULL)
-        return json.load(open(out.name))["benchmarks"]
+        return json.loads(Path(out.name).read_text())["benchmarks"]
 
 
 def run_torch(python: str, shape: str, impls: str | None) -> list[dict]:
@@ -42,7 +43,7 @@ def run_torch(python: str, shape: str, impls: str | None) -> list[dict]:
         if impls:
             cmd += ["--impls", impls]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        return json.load(open(out.name))
+        return json.loads(Path(out.name).read_text())
 
 
 def main() -> None:
