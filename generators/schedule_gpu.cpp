@@ -157,8 +157,12 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested
     }
 
     // probs x values: the block's accumulators (query_block x dv) live in shared memory; per
-    // tile of key_block keys, the probabilities and the values are staged in shared memory by
-    // all threads, then each thread accumulates its features.
+    // tile of key_block keys, the values are staged in shared memory by all threads, then each
+    // thread accumulates its features. The probabilities are read where they are (the weights
+    // output, or computed inline from the scores): a staged tile of them was bounded through
+    // the clamped row index, which Halide's bounds cannot tie to the block, so it had q_len x
+    // key_block threads and shared floats (first run on an H100: cuLaunchKernel refused every
+    // call with q_len > 32, CUDA_ERROR_INVALID_VALUE; PoCL past its 4096 work-items).
     Var co("co"), ci("ci");
     RVar rko("rko"), rki("rki");
     a.out_acc.compute_at(a.out, out_block)
@@ -170,11 +174,6 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested
         .split(c, co, ci, kFeatureThreads, TailStrategy::RoundUp)
         .reorder(rki, co, ci, i, rko)
         .gpu_threads(ci, i);
-    Func probs_tile = a.probs.in(a.out_acc);
-    {
-        const std::vector<Var> args = probs_tile.args();
-        probs_tile.compute_at(a.out_acc, rko).gpu_threads(args[0], args[1]);
-    }
     Func values_tile = a.packed.v_packed.in(a.out_acc);
     {
         const std::vector<Var> args = values_tile.args();

@@ -75,6 +75,13 @@ TEST_F(DeviceTest, ProjectionBlockEdges) {
 TEST_F(DeviceTest, LongerRowsThanOneBlock) {
     Tester().d_model(32).num_heads(4).batch(2).q_len(40).kv_len(70).with_weights(false).Test();
 }
+// Many query blocks: the threads of a block must not grow with q_len. (A staged tile of
+// probabilities once had q_len x 32 threads: CUDA refused to launch it past 1024, at
+// q_len 40 on an H100, and PoCL past its work-group limit of 4096.)
+TEST_F(DeviceTest, ThreadsPerBlockDoNotGrowWithQueries) {
+    Tester().d_model(16).num_heads(2).q_len(300).kv_len(70).with_weights(false).Test();
+    Tester().d_model(16).num_heads(2).q_len(300).kv_len(70).with_weights(true).Test();
+}
 TEST_F(DeviceTest, WithoutBias) {
     Tester().d_model(12).num_heads(3).use_bias(false).q_len(4).kv_len(6).Test();
 }
