@@ -19,6 +19,7 @@
 #include "attngen_mha_forward_opencl.h"
 #include "attngen_mha_forward_weights_opencl.h"
 #endif
+#include "compact_upload.h"
 #include "device.h"
 #include "errors.h"
 #include "fused_forward_call.h"
@@ -259,8 +260,12 @@ struct ForwardTensors {
     std::vector<halide_buffer_t *> inputs() { return {query.get(), key.get(), value.get()}; }
 };
 
-std::vector<halide_buffer_t *> mask_inputs(MaskBuffers &masks) {
-    return {masks.kv_lengths(), masks.bool_mask(), masks.additive()};
+// The mask inputs on a GPU: each copied as the memory it occupies (CompactUpload), not as its
+// broadcast logical shape.
+attngen_status upload_masks(CompactUpload &upload, MaskBuffers &masks) {
+    ATTNGEN_RETURN_IF_ERROR(upload.upload(masks.kv_lengths(), "kv_lengths"));
+    ATTNGEN_RETURN_IF_ERROR(upload.upload(masks.bool_mask(), "bool_mask"));
+    return upload.upload(masks.additive(), "additive");
 }
 
 const char *kernel_name(const MhaKernels &kernels, bool with_probs) {
@@ -340,13 +345,13 @@ static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, in
     // allocates for this call is freed on the way out, success or not.
     const bool on_gpu = c.device != ATTNGEN_DEVICE_CPU;
     DeviceScratch scratch;
+    CompactUpload mask_upload(c.device);
     if (on_gpu) {
-        std::vector<halide_buffer_t *> inputs = t.inputs();
-        for (halide_buffer_t *buf : mask_inputs(masks)) inputs.push_back(buf);
-        for (halide_buffer_t *buf : inputs) {
+        for (halide_buffer_t *buf : t.inputs()) {
             buf->flags = halide_buffer_flag_host_dirty;
             scratch.track(buf);
         }
+        ATTNGEN_RETURN_IF_ERROR(upload_masks(mask_upload, masks));
         scratch.track(t.out.get());
         if (with_probs) scratch.track(t.probs.get());
     }
@@ -398,10 +403,8 @@ static attngen_status attngen_mha_forward_device_impl(attngen_mha *m, int32_t ba
 
     MaskBuffers masks(mask, batch, c.num_heads, q_len, kv_len);
     DeviceScratch scratch;
-    for (halide_buffer_t *buf : mask_inputs(masks)) {
-        buf->flags = halide_buffer_flag_host_dirty;
-        scratch.track(buf);
-    }
+    CompactUpload mask_upload(c.device);
+    ATTNGEN_RETURN_IF_ERROR(upload_masks(mask_upload, masks));
     const MhaKernels &kernels = kernels_for(c.device);
     KernelContext context;
     std::vector<halide_buffer_t *> outputs = {t.out.get()};

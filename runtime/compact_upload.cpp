@@ -1,0 +1,47 @@
+#include "compact_upload.h"
+
+#include <string>
+
+#include "device.h"
+#include "errors.h"
+
+namespace attngen::rt {
+
+CompactUpload::~CompactUpload() {
+    KernelContext context;  // a failure to free leaks device memory; there is no one to tell
+    for (auto &c : copies_) {
+        if (c->uploaded != nullptr) detach_device_address(device_, c->uploaded);
+        if (c->compact.device != 0) halide_device_free(&context, &c->compact);
+    }
+}
+
+attngen_status CompactUpload::upload(halide_buffer_t *buf, const char *name) {
+    if (buf->dimensions > int(std::tuple_size<decltype(Copy::dims)>::value)) {
+        return fail(ATTNGEN_ERROR_INTERNAL, std::string(name) + " has too many dimensions");
+    }
+    auto copy = std::make_unique<Copy>();
+    copy->compact = *buf;
+    copy->compact.device = 0;
+    copy->compact.device_interface = nullptr;
+    copy->compact.dim = copy->dims.data();
+    int d = 0;
+    for (int k = 0; k < buf->dimensions; ++k) {
+        if (buf->dim[k].stride != 0) copy->dims[d++] = buf->dim[k];
+    }
+    if (d == 0) copy->dims[d++] = halide_dimension_t{0, 1, 1, 0};  // a single element
+    copy->compact.dimensions = d;
+    copy->compact.flags = halide_buffer_flag_host_dirty;
+    copies_.push_back(std::move(copy));
+    Copy &c = *copies_.back();
+
+    KernelContext context;
+    const int code = halide_copy_to_device(&context, &c.compact, gpu_interface_or_fail(device_));
+    if (code != 0) return kernel_failure((std::string("copy of ") + name).c_str(), code, context);
+    ATTNGEN_RETURN_IF_ERROR(
+        wrap_device_address(device_, buf, device_address_of(device_, &c.compact), name));
+    c.uploaded = buf;
+    buf->flags = 0;  // host and device agree
+    return ATTNGEN_OK;
+}
+
+}  // namespace attngen::rt
