@@ -118,7 +118,9 @@ void measure_in_child(const std::string &so, const Shape &shape, bool autoschedu
     std::vector<float> out(size_t(small.batch) * small.q_len * small.d_model);
     if (small.call(kernel, small.weights(device), out.data()) != 0)
         reply("error kernel failed (check)");
-    const attngen_mha_config config{small.d_model, small.heads, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
+    const attngen_mha_config config{
+        small.d_model,         small.heads,       0, 0,   0, 1, ATTNGEN_DEVICE_CPU, 0, 0,
+        ATTNGEN_PRECISION_F32, ATTNGEN_ROPE_NONE, 0, 0.0f};
     attngen_ref::MhaWeights rw;
     rw.wq = small.wq.data(), rw.wk = small.wk.data(), rw.wv = small.wv.data();
     rw.wo = small.wo.data(), rw.bq = rw.bk = rw.bv = rw.bo = small.bias.data();

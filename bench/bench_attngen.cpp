@@ -25,7 +25,9 @@ void check(attngen_status status, benchmark::State &state) {
 }
 
 void BM_MhaForward(benchmark::State &state, Shape s) {
-    const attngen_mha_config config{s.d_model, s.heads, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
+    const attngen_mha_config config{
+        s.d_model,         s.heads, 0,   0, 0, 1, ATTNGEN_DEVICE_CPU, 0, 0, ATTNGEN_PRECISION_F32,
+        ATTNGEN_ROPE_NONE, 0,       0.0f};
     attngen_mha *m = nullptr;
     check(attngen_mha_create(&config, &m), state);
     const size_t dd = size_t(s.d_model) * s.d_model;

@@ -52,7 +52,9 @@ class DeviceTensor {
 
 void BM_MhaForwardDevice(benchmark::State &state, Shape s) {
     const attngen_device device = bench_device();
-    const attngen_mha_config config{s.d_model, s.heads, 0, 0, 0, 1, device};
+    const attngen_mha_config config{
+        s.d_model,         s.heads, 0,   0, 0, 1, device, 0, 0, ATTNGEN_PRECISION_F32,
+        ATTNGEN_ROPE_NONE, 0,       0.0f};
     attngen_mha *m = nullptr;
     if (attngen_mha_create(&config, &m) != ATTNGEN_OK) {
         state.SkipWithError(attngen_last_error());

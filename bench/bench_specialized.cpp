@@ -15,7 +15,6 @@
 #include "attngen_mha_forward_cpu.h"
 #include "attngen_mha_forward_h12_d64_cpu.h"
 #include "attngen_mha_forward_li2018_cpu.h"
-#include "attngen_mha_forward_mullapudi2016_cpu.h"
 #include "bench_rates.h"
 #include "bench_shapes.h"
 
@@ -70,7 +69,6 @@ const int registered = [] {
         Register("generic", attngen_mha_forward_cpu, s);
         if (s.heads == 12 && s.d_model == 768)
             Register("h12_d64", attngen_mha_forward_h12_d64_cpu, s);
-        Register("Mullapudi2016", attngen_mha_forward_mullapudi2016_cpu, s);
         Register("Li2018", attngen_mha_forward_li2018_cpu, s);
     }
     return 0;

@@ -54,19 +54,20 @@ class AttngenGenerator : public Generator<T> {
     // The attention output (c, i, h, b). Without a weights output, attngen's CPU schedules use
     // the flash algorithm (no q_len x kv_len buffer, masked key blocks skipped); the weights,
     // the GPU schedule and the autoschedulers use the one that materializes the probabilities.
+    // Query head h reads key/value head h / group.
     Func attention(const Func &q, const Func &k, const Func &v, const Expr &dk, const Expr &dv,
-                   const Expr &q_len, const Expr &kv_len, const Expr &scale, const MaskInputs &mask,
-                   Func *weights) {
+                   const Expr &q_len, const Expr &kv_len, const Expr &group, const Expr &scale,
+                   const MaskInputs &mask, Func *weights) {
         const Target t = this->get_target();
         if (weights == nullptr && !t.has_gpu_feature() && !this->using_autoscheduler()) {
             const CpuScheduleKnobs knobs = resolve_cpu_knobs(cpu_knobs(), t);
             const Expr query_block = flash_query_block(knobs, t, kv_len, dk, dv, mask.causal);
-            FlashAttentionStage a = define_flash_attention(q, k, v, dk, dv, q_len, kv_len, scale,
-                                                           mask, query_block, knobs.key_block);
+            FlashAttentionStage a = define_flash_attention(
+                q, k, v, dk, dv, q_len, kv_len, group, scale, mask, query_block, knobs.key_block);
             schedule_flash_attention_cpu(a, t, knobs);
             return a.out;
         }
-        AttentionStage a = define_attention(q, k, v, dk, dv, q_len, kv_len, scale, mask);
+        AttentionStage a = define_attention(q, k, v, dk, dv, q_len, kv_len, group, scale, mask);
         if (weights != nullptr) *weights = a.probs;
         if (this->using_autoscheduler()) return a.out;
         if (t.has_gpu_feature()) {
@@ -75,6 +76,23 @@ class AttngenGenerator : public Generator<T> {
             schedule_attention_cpu(a, t, cpu_knobs(), weights != nullptr);
         }
         return a.out;
+    }
+
+    // heads(d, l, h, b) rotated at position(l, b), the angle table scheduled for the target.
+    Func rotary(const std::string &name, const Func &heads, const RopeInputs &rope,
+                const Func &position) {
+        const RopeAngles angles = define_rope_angles(name + "_angles", rope, position);
+        if (!this->using_autoscheduler()) {
+            const Target t = this->get_target();
+            for (Func f : {angles.cos, angles.sin}) {
+                if (t.has_gpu_feature()) {
+                    schedule_rope_angles_gpu(f);
+                } else {
+                    schedule_rope_angles_cpu(f, t, rope);
+                }
+            }
+        }
+        return apply_rope(name, heads, rope, angles);
     }
 
     // Only the fused forward has GPU schedules: the C API runs sdpa and linear on the CPU.
@@ -119,8 +137,8 @@ class SdpaGenerator : public AttngenGenerator<SdpaGenerator> {
     GeneratorParam<bool> weights_output{"weights_output", false};
 
     Input<Buffer<float, 4>> q{"q"};  // (dk, q_len, heads, batch)
-    Input<Buffer<float, 4>> k{"k"};  // (dk, kv_len, heads, batch)
-    Input<Buffer<float, 4>> v{"v"};  // (dv, kv_len, heads, batch)
+    Input<Buffer<float, 4>> k{"k"};  // (dk, kv_len, kv_heads, batch), kv_heads dividing heads
+    Input<Buffer<float, 4>> v{"v"};  // (dv, kv_len, kv_heads, batch)
     Input<float> scale{"scale", 1.0f};
     ATTNGEN_MASK_INPUTS
     Output<Buffer<float, 4>> output{"output"};    // (dv, q_len, heads, batch)
@@ -133,8 +151,9 @@ class SdpaGenerator : public AttngenGenerator<SdpaGenerator> {
     void generate() {
         require_cpu_target();
         Func probs;
+        const Expr group = q.dim(2).extent() / k.dim(2).extent();
         output = attention(bounded(q), bounded(k), bounded(v), q.dim(0).extent(), v.dim(0).extent(),
-                           q.dim(1).extent(), k.dim(1).extent(), scale, mask_inputs(),
+                           q.dim(1).extent(), k.dim(1).extent(), group, scale, mask_inputs(),
                            weights ? &probs : nullptr);
         if (weights) *weights = probs;
 
@@ -164,12 +183,19 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
     Input<Buffer<float, 3>> query{"query"};  // (d_model, q_len, batch)
     Input<Buffer<float, 3>> key{"key"};      // (kdim, kv_len, batch)
     Input<Buffer<float, 3>> value{"value"};  // (vdim, kv_len, batch)
-    // Projection weights transposed and padded: (padded H*hd, in) -- see layout.h.
+    // Projection weights transposed and padded (layout.h): wq_t (padded H*hd, d_model),
+    // wk_t (padded Hkv*hd, kdim), wv_t (padded Hkv*vhd, vdim), wo_t (padded d_model, H*vhd).
     Input<Buffer<float, 2>> wq_t{"wq_t"}, wk_t{"wk_t"}, wv_t{"wv_t"};
-    Input<Buffer<float, 2>> wo_t{"wo_t"};  // (padded d_model, H*hd)
+    Input<Buffer<float, 2>> wo_t{"wo_t"};
     Input<Buffer<float, 1>> bq{"bq"}, bk{"bk"}, bv{"bv"}, bo{"bo"};
     Input<int> num_heads{"num_heads", 1, 1, 1 << 16};
     Input<int> head_dim{"head_dim", 64, 1, 1 << 16};
+    Input<int> num_kv_heads{"num_kv_heads", 1, 1, 1 << 16};  // divides num_heads
+    Input<int> v_head_dim{"v_head_dim", 64, 1, 1 << 16};
+    Input<int> rope{"rope", 0, 0, 2};  // attngen_rope
+    Input<int> rotary_dim{"rotary_dim", 64, 0, 1 << 16};
+    // theta^(-2k / rotary_dim) for k < rotary_dim / 2 (at least one entry), in double.
+    Input<Buffer<double, 1>> rope_inv_freq{"rope_inv_freq"};
     Input<float> scale{"scale", 1.0f};
     ATTNGEN_MASK_INPUTS
     // The rows of every batch in one dimension, as the projections compute them
@@ -201,18 +227,28 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
                               kv_rows, bounded(wv_t), bounded(bv));
         Func qh = split_heads("q_heads", pq.result, hd, q_len);
         Func kh = split_heads("k_heads", pk.result, hd, kv_len);
-        Func vh = split_heads("v_heads", pv.result, hd, kv_len);
+        Func vh = split_heads("v_heads", pv.result, v_head_dim, kv_len);
+        // Key j has position j, query i position i + kv_len - q_len (the keys end where the
+        // queries do, as with a KV cache).
+        const RopeInputs rotation{rope, rotary_dim, bounded(rope_inv_freq)};
+        Var l("l"), item("item");
+        Func q_position("q_position"), k_position("k_position");
+        q_position(l, item) = l + (kv_len - q_len);
+        k_position(l, item) = l;
+        Func qr = rotary("q_rotated", qh, rotation, q_position);
+        Func kr = rotary("k_rotated", kh, rotation, k_position);
         Func probs;
         Func attention_out =
-            attention(qh, kh, vh, hd, hd, q_len, kv_len, scale, mask, weights ? &probs : nullptr);
+            attention(qr, kr, vh, hd, v_head_dim, q_len, kv_len, heads / num_kv_heads, scale, mask,
+                      weights ? &probs : nullptr);
 
         // The output projection reads the per-head attention output as (d, h, row): the head
         // merge is the reduction's index order, not a copy.
         Func merged("merged_heads");
         Var d("d"), g("g"), n("n");
         merged(d, g, n) = attention_out(d, n % q_len, g, n / q_len);
-        ProjectionStage po =
-            define_projection("out_proj", merged, hd, heads, q_rows, bounded(wo_t), bounded(bo));
+        ProjectionStage po = define_projection("out_proj", merged, v_head_dim, heads, q_rows,
+                                               bounded(wo_t), bounded(bo));
         output = po.result;
         if (weights) *weights = probs;
 
@@ -250,6 +286,11 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         // Estimates must agree with fixed sizes, or the requirement fails while planning.
         num_heads.set_estimate(fixed_num_heads > 0 ? int(fixed_num_heads) : kEstHeads);
         head_dim.set_estimate(fixed_head_dim > 0 ? int(fixed_head_dim) : kEstHeadDim);
+        num_kv_heads.set_estimate(fixed_num_heads > 0 ? int(fixed_num_heads) : kEstHeads);
+        v_head_dim.set_estimate(fixed_head_dim > 0 ? int(fixed_head_dim) : kEstHeadDim);
+        rope.set_estimate(0);
+        rotary_dim.set_estimate(fixed_head_dim > 0 ? int(fixed_head_dim) : kEstHeadDim);
+        rope_inv_freq.set_estimates({{0, kEstHeadDim / 2}});
         scale.set_estimate(0.125f);
         set_mask_estimates(kEstBatch, kEstHeads, kEstLen, kEstLen);
         output.set_estimates({{0, kEstModel}, {0, kEstLen * kEstBatch}});

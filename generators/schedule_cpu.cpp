@@ -61,6 +61,14 @@ void schedule_key_value_packing(const PackedScore &p, int vec) {
     v_packed.compute_root().fuse(v[2], v[3], hb).parallel(hb).vectorize(v[0], vec);
 }
 
+// The queries of one attention task, computed once per task: with rotary positions they are
+// rotated here, not again at every key tile.
+void schedule_query_tile(const PackedScore &p, const LoopLevel &task, int vec) {
+    Func source = p.q_source;
+    Func q = source.in(p.score);
+    q.compute_at(task).vectorize(q.args()[0], vec, TailStrategy::GuardWithIf);
+}
+
 // A register-blocked reduction computed inside a larger loop nest (a query block of attention,
 // or a key block of it): `vectors` vectors along `columns` by `rows_per_tile` rows of
 // accumulators, unrolled, with the reduction loop just outside them, so each step of the
@@ -197,6 +205,16 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
         .unroll(p.n);
 }
 
+void schedule_rope_angles_cpu(Func angles, const Target &target, const RopeInputs &rope) {
+    const std::vector<Var> a = angles.args();
+    Var lb("lb");
+    angles.compute_root()
+        .fuse(a[1], a[2], lb)
+        .parallel(lb, 64)
+        .vectorize(a[0], vector_width(target), TailStrategy::GuardWithIf)
+        .specialize(rope.mode == 0);
+}
+
 void schedule_weight_pack_cpu(Func pack, const Target &target) {
     // Tiles of vec x vec: each vector of the tile gathers one float from vec rows of the
     // [out, in] weight, and the vec gathers of a tile read those rows' same cache line, which
@@ -239,6 +257,7 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
     // block's buffer, both tiles of this path were a load, an FMA and a store per step; in
     // registers, their tasks fell from 3.6% to 2.5% (scores, softmax) and 1.6% to 0.7%
     // (probs x values) of the samples of an MHA forward at the tutorial shape, perf.)
+    schedule_query_tile(a.packed, LoopLevel(softmax_root, task), vec);
     schedule_register_tile_at(a.packed.score, LoopLevel(softmax_root, task), j, i, a.packed.r_dot,
                               knobs.score_vectors, knobs.score_rows, vec);
 
@@ -278,6 +297,7 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     a.state.compute_at(a.out, task).vectorize(c, vec, TailStrategy::RoundUp);
     a.state.update().reorder(c, ii, a.r_blocks).vectorize(c, vec, TailStrategy::RoundUp);
     const LoopLevel key_block_step(a.state, a.r_blocks);
+    schedule_query_tile(a.packed, LoopLevel(a.out, task), vec);
 
     // Score register tile: score_vectors vectors of keys by score_rows queries, with the dot
     // product over d outside it.

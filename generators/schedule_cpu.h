@@ -45,6 +45,11 @@ void schedule_attention_cpu(AttentionStage &a, const Halide::Target &target,
 void schedule_flash_attention_cpu(FlashAttentionStage &a, const Halide::Target &target,
                                   const CpuScheduleKnobs &knobs);
 
+// A rotary angle table (the cos or the sin of define_rope_angles), at root. Without rotary
+// positions (mode 0) it is ones and zeros, computed without trigonometry.
+void schedule_rope_angles_cpu(Halide::Func angles, const Halide::Target &target,
+                              const RopeInputs &rope);
+
 // Packs a [out, in] weight into (o, f) order for a projection, at root.
 void schedule_weight_pack_cpu(Halide::Func pack, const Halide::Target &target);
 

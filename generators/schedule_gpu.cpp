@@ -185,4 +185,11 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested
     }
 }
 
+void schedule_rope_angles_gpu(Func angles) {
+    // On the host: the angles are formed in double, which OpenCL devices need not support
+    // (Halide refuses doubles in OpenCL kernels without cl_doubles). The table is small
+    // (positions x rotary_dim / 2) and is copied to the device once per call.
+    angles.compute_root();
+}
+
 }  // namespace attngen

@@ -28,6 +28,9 @@ void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &knobs);
 // per block of queries (a second when the weights are an output). See schedule_gpu.cpp.
 void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &knobs, bool weights_output);
 
+// A rotary angle table (the cos or the sin of define_rope_angles), at root on the host.
+void schedule_rope_angles_gpu(Halide::Func angles);
+
 }  // namespace attngen
 
 #endif  // ATTNGEN_GENERATORS_SCHEDULE_GPU_H

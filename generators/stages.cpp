@@ -1,6 +1,7 @@
 #include "stages.h"
 
 #include <limits>
+#include <utility>
 
 #include "layout.h"
 
@@ -46,6 +47,70 @@ Func split_heads(const std::string &name, const Func &projected, const Expr &hea
 
 Expr causal_key_offset(const MaskInputs &mask, const Expr &q_len, const Expr &kv_len) {
     return select(mask.causal == 1, 0, mask.causal == 2, kv_len - q_len, kv_len);
+}
+
+namespace {
+
+// sin and cos of r in [-pi, pi] in double: Taylor series to degree 21 and 22, whose remainders
+// are below 1e-11 there (pi^23 / 23!), far under float's resolution.
+std::pair<Expr, Expr> sin_cos_reduced(const Expr &r) {
+    const Expr r2 = r * r;
+    Expr s = Expr(1.0), c = Expr(1.0);
+    for (int n = 21; n >= 3; n -= 2)
+        s = Expr(1.0) - r2 * Expr(1.0 / (n * (n - 1))) * s;  // Horner, odd
+    for (int n = 22; n >= 2; n -= 2)
+        c = Expr(1.0) - r2 * Expr(1.0 / (n * (n - 1))) * c;  // Horner, even
+    return {r * s, c};
+}
+
+}  // namespace
+
+RopeAngles define_rope_angles(const std::string &name, const RopeInputs &rope,
+                              const Func &position) {
+    Var k("k"), l("l"), b("b");
+    // In double: at position 2^20 a float angle would be off by up to 0.03 rad. The nearest
+    // multiple of 2 pi comes off by an integer conversion rather than a floor call.
+    const double two_pi = 6.283185307179586;
+    // Pairs past rotary_dim / 2 are not rotated (apply_rope); clamped so the table is read
+    // only where it is defined.
+    const Expr pair = clamp(k, 0, max(rope.rotary_dim / 2 - 1, 0));
+    const Expr angle = cast<double>(position(l, b)) * rope.inv_freq(pair);
+    const Expr turns = cast<int64_t>(angle * Expr(1.0 / two_pi) +
+                                     select(angle >= Expr(0.0), Expr(0.5), Expr(-0.5)));
+    const auto [s, c] = sin_cos_reduced(angle - cast<double>(turns) * Expr(two_pi));
+    // Without rotary positions the table is ones and zeros: a schedule that specializes on
+    // the mode computes it without the polynomials.
+    const Expr off = rope.mode == 0;
+    RopeAngles angles{Func(name + "_cos"), Func(name + "_sin")};
+    angles.cos(k, l, b) = select(off, 1.0f, cast<float>(c));
+    angles.sin(k, l, b) = select(off, 0.0f, cast<float>(s));
+    return angles;
+}
+
+Func apply_rope(const std::string &name, const Func &heads, const RopeInputs &rope,
+                const RopeAngles &angles) {
+    Var d("d"), l("l"), h("h"), b("b");
+    const Expr half = rope.rotary_dim / 2;
+    const Expr interleaved = rope.mode == 2;
+    // Whether d is the first member of its pair; the partner and the angle are read at every
+    // candidate index and the value selected, so each index stays affine in d (no gathers on
+    // the CPU).
+    const Expr first = select(interleaved, d % 2 == 0, d < half);
+    const Expr last = max(rope.rotary_dim - 1, 0);
+    const auto at = [&](const Expr &index) { return heads(clamp(index, 0, last), l, h, b); };
+    const Expr x = heads(d, l, h, b);
+    const Expr xp = select(interleaved, select(first, at(d + 1), at(d - 1)),
+                           select(first, at(d + half), at(d - half)));
+    const Expr pair_of_half = select(first, d, d - half);  // d % half for d < rotary_dim
+    const auto angle = [&](const Func &table) {
+        return select(interleaved, table(d / 2, l, b),
+                      table(clamp(pair_of_half, 0, max(half - 1, 0)), l, b));
+    };
+    const Expr c = angle(angles.cos), s = angle(angles.sin);
+    const Expr rotated = select(first, x * c - xp * s, x * c + xp * s);
+    Func out(name);
+    out(d, l, h, b) = select(rope.mode != 0 && d < rope.rotary_dim, rotated, x);
+    return out;
 }
 
 MaskedLogits define_masked_logits(const Func &score, const Expr &scale, const MaskInputs &mask,
@@ -119,8 +184,11 @@ Expr exp_nonpositive(const Expr &x) {
 }
 
 PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, const Expr &dk,
-                                const Expr &dv, const Expr &q_len, const Expr &kv_len) {
+                                const Expr &dv, const Expr &q_len, const Expr &kv_len,
+                                const Expr &group) {
     PackedScore p;
+    p.q_source = q;
+    p.group = group;
     Var j("j"), i("i"), c("c"), d("d"), h("h"), b("b");
     // Packing clamps the indices a schedule rounds up (whole vectors of features, register
     // tiles or key blocks past the last key), so no read leaves the inputs.
@@ -136,14 +204,15 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
     const Expr row = clamp(i, 0, q_len - 1);
     p.r_dot = RDom(1, dk - 1, "r_dot");
     p.score = Func("score");
-    p.score(j, i, h, b) = q(0, row, h, b) * p.k_packed(j, 0, h, b);
-    p.score(j, i, h, b) += q(p.r_dot, row, h, b) * p.k_packed(j, p.r_dot, h, b);
+    const Expr kv_head = h / group;
+    p.score(j, i, h, b) = q(0, row, h, b) * p.k_packed(j, 0, kv_head, b);
+    p.score(j, i, h, b) += q(p.r_dot, row, h, b) * p.k_packed(j, p.r_dot, kv_head, b);
     return p;
 }
 
 AttentionStage define_attention(const Func &q, const Func &k, const Func &v, const Expr &dk,
                                 const Expr &dv, const Expr &q_len, const Expr &kv_len,
-                                const Expr &scale, const MaskInputs &mask) {
+                                const Expr &group, const Expr &scale, const MaskInputs &mask) {
     AttentionStage a;
     const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
     a.dk = dk;
@@ -151,7 +220,7 @@ AttentionStage define_attention(const Func &q, const Func &k, const Func &v, con
     a.q_len = q_len;
     a.kv_len = kv_len;
 
-    a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len);
+    a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len, group);
 
     const MaskedLogits logits = define_masked_logits(a.packed.score, scale, mask, q_len, kv_len);
     const Func &masked = logits.masked, &masked_logit = logits.masked_logit;
@@ -202,7 +271,8 @@ AttentionStage define_attention(const Func &q, const Func &k, const Func &v, con
     a.out_acc(c, i, h, b) = 0.0f;
     // probs is read at a clamped row because it may be a pipeline output (the weights), which
     // cannot grow to cover rows a register tile computes past q_len.
-    a.out_acc(c, i, h, b) += a.probs(a.r_keys, row, h, b) * a.packed.v_packed(c, a.r_keys, h, b);
+    a.out_acc(c, i, h, b) +=
+        a.probs(a.r_keys, row, h, b) * a.packed.v_packed(c, a.r_keys, h / group, b);
     a.out = Func("attention_out");
     a.out(c, i, h, b) = a.out_acc(c, i, h, b);
     return a;

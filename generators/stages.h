@@ -40,6 +40,27 @@ Halide::Func as_rows(const Halide::Func &x, const Halide::Expr &len);
 Halide::Func split_heads(const std::string &name, const Halide::Func &projected,
                          const Halide::Expr &head_dim, const Halide::Expr &len);
 
+// Rotary positions (RoPE), applied to projected query and key heads before the scores.
+struct RopeInputs {
+    Halide::Expr mode;  // 0 none, 1 half (pairs k, k + rotary_dim/2), 2 interleaved (2k, 2k+1)
+    Halide::Expr rotary_dim;  // even, at most head_dim: features past it are not rotated
+    Halide::Func inv_freq;    // (k) -> theta^(-2k / rotary_dim), double (the runtime's table)
+};
+
+// The cos and sin of the rotary angles, (k, l, b), of position(l, b) * inv_freq(k),
+// k < rotary_dim / 2. The angle is formed and reduced to [-pi, pi] in double, so positions past
+// 2^16 keep float accuracy, and its cos and sin come from double polynomials: no math library
+// calls, which Halide's Mullapudi2016 autoscheduler cannot cost (an internal error).
+struct RopeAngles {
+    Halide::Func cos, sin;
+};
+RopeAngles define_rope_angles(const std::string &name, const RopeInputs &rope,
+                              const Halide::Func &position);
+
+// heads(d, l, h, b) rotated by angles (define_rope_angles); unchanged where mode is 0.
+Halide::Func apply_rope(const std::string &name, const Halide::Func &heads, const RopeInputs &rope,
+                        const RopeAngles &angles);
+
 // Inputs describing the mask; see attngen_mask. Absent parts are fed by the runtime as
 // broadcast buffers and switched off by the has_* flags.
 struct MaskInputs {
@@ -58,17 +79,22 @@ Halide::Expr causal_key_offset(const MaskInputs &mask, const Halide::Expr &q_len
                                const Halide::Expr &kv_len);
 
 // Keys transposed and values copied so that schedules can round tiles up past the last key or
-// feature, and the scores q . k over them: the first stage of both attention algorithms.
+// feature, and the scores q . k over them: the first stage of both attention algorithms. Keys
+// and values have heads / group heads (grouped-query attention): query head h reads key/value
+// head h / group, and each key/value head is packed once, not once per query head.
 struct PackedScore {
-    Halide::Func k_source;  // the keys as given, (d, j, h, b)
-    Halide::Func k_packed;  // (j, d, h, b), readable past kv_len
-    Halide::Func v_packed;  // (c, j, h, b), readable past dv and kv_len
+    Halide::Func q_source;  // the queries as given, (d, i, h, b)
+    Halide::Func k_source;  // the keys as given, (d, j, hk, b)
+    Halide::Func k_packed;  // (j, d, hk, b), readable past kv_len
+    Halide::Func v_packed;  // (c, j, hk, b), readable past dv and kv_len
     Halide::Func score;     // (j, i, h, b): q . k, reduction over r_dot
     Halide::RDom r_dot;     // over dk after the first term
+    Halide::Expr group;     // query heads per key/value head
 };
 PackedScore define_packed_score(const Halide::Func &q, const Halide::Func &k, const Halide::Func &v,
                                 const Halide::Expr &dk, const Halide::Expr &dv,
-                                const Halide::Expr &q_len, const Halide::Expr &kv_len);
+                                const Halide::Expr &q_len, const Halide::Expr &kv_len,
+                                const Halide::Expr &group);
 
 // The logits score * scale + additive mask, and which of them are masked (causal, key lengths,
 // boolean mask, or an additive -inf), as Funcs of (j, i, h, b). Keys past kv_len are masked.
@@ -86,7 +112,7 @@ MaskedLogits define_masked_logits(const Halide::Func &score, const Halide::Expr 
 Halide::Expr exp_nonpositive(const Halide::Expr &x);
 
 // Scaled score, masked softmax and weights x values for projected heads
-// q(d, i, h, b), k(d, j, h, b), v(c, j, h, b).
+// q(d, i, h, b), k(d, j, hk, b), v(c, j, hk, b), query head h reading key/value head h / group.
 struct AttentionStage {
     PackedScore packed;      // packed keys and values, and the scores
     Halide::Func max_lanes;  // (u, i, h, b): per-lane running max of masked logits
@@ -109,7 +135,8 @@ struct AttentionStage {
 AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, const Halide::Func &v,
                                 const Halide::Expr &dk, const Halide::Expr &dv,
                                 const Halide::Expr &q_len, const Halide::Expr &kv_len,
-                                const Halide::Expr &scale, const MaskInputs &mask);
+                                const Halide::Expr &group, const Halide::Expr &scale,
+                                const MaskInputs &mask);
 
 // Attention without the weights output, as FlashAttention computes it: keys in blocks of
 // key_block, each block's softmax taken against its own maximum, and the blocks combined by an
@@ -148,9 +175,9 @@ struct FlashAttentionStage {
 FlashAttentionStage define_flash_attention(const Halide::Func &q, const Halide::Func &k,
                                            const Halide::Func &v, const Halide::Expr &dk,
                                            const Halide::Expr &dv, const Halide::Expr &q_len,
-                                           const Halide::Expr &kv_len, const Halide::Expr &scale,
-                                           const MaskInputs &mask, const Halide::Expr &query_block,
-                                           int key_block);
+                                           const Halide::Expr &kv_len, const Halide::Expr &group,
+                                           const Halide::Expr &scale, const MaskInputs &mask,
+                                           const Halide::Expr &query_block, int key_block);
 
 }  // namespace attngen
 

@@ -12,7 +12,7 @@ using namespace Halide;
 
 FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const Func &v,
                                            const Expr &dk, const Expr &dv, const Expr &q_len,
-                                           const Expr &kv_len, const Expr &scale,
+                                           const Expr &kv_len, const Expr &group, const Expr &scale,
                                            const MaskInputs &mask, const Expr &query_block,
                                            int key_block) {
     if (key_block <= 0 || key_block % kReductionLanes != 0) {
@@ -32,7 +32,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     const Var &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
     const Var &kb = a.kb, &jj = a.jj, &ii = a.ii, &qb = a.qb;
 
-    a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len);
+    a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len, group);
     const MaskedLogits logits = define_masked_logits(a.packed.score, scale, mask, q_len, kv_len);
     const Expr lowest = logits.masked_value;
     const Expr key = kb * kblock + jj;
@@ -104,9 +104,10 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     a.r_block_keys.where(a.r_block_keys <= last_key_in_block);
     a.block_out = Func("block_out");
     a.block_out(c, kb, ii, qb, h, b) =
-        a.block_probs(0, kb, ii, qb, h, b) * a.packed.v_packed(c, kb * kblock, h, b);
-    a.block_out(c, kb, ii, qb, h, b) += a.block_probs(a.r_block_keys, kb, ii, qb, h, b) *
-                                        a.packed.v_packed(c, kb * kblock + a.r_block_keys, h, b);
+        a.block_probs(0, kb, ii, qb, h, b) * a.packed.v_packed(c, kb * kblock, h / group, b);
+    a.block_out(c, kb, ii, qb, h, b) +=
+        a.block_probs(a.r_block_keys, kb, ii, qb, h, b) *
+        a.packed.v_packed(c, kb * kblock + a.r_block_keys, h / group, b);
 
     // The online combination over the visited key blocks, per query block.
     a.state = Func("flash_state");

@@ -76,8 +76,8 @@ attngen_status probe_device(attngen_device device) {
     return ATTNGEN_OK;
 }
 
-attngen_status wrap_device_address(attngen_device device, halide_buffer_t *buf, uint64_t address,
-                                   const char *name) {
+attngen_status wrap_device_address(attngen_device device, [[maybe_unused]] halide_buffer_t *buf,
+                                   uint64_t address, const char *name) {
     if (address == 0) {
         return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
                     std::string(name) + " is a null device address");

@@ -33,6 +33,9 @@ struct FusedForwardInputs {
     halide_buffer_t *value = nullptr;  // (vdim, kv_len, batch)
     ProjectionBuffers *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
     int32_t num_heads = 0, head_dim = 0;
+    int32_t num_kv_heads = 0, v_head_dim = 0;  // resolved: never 0 in a call
+    int32_t rope = 0, rotary_dim = 0;          // attngen_rope; rotary_dim resolved
+    halide_buffer_t *rope_inv_freq = nullptr;  // double [max(rotary_dim / 2, 1)]
     float scale = 0.0f;
     MaskBuffers *masks = nullptr;
 
@@ -65,7 +68,8 @@ int call_fused_forward(Kernel kernel, void *user_context, const FusedForwardInpu
     return kernel(user_context, in.query, in.key, in.value, in.wq->weight.get(),
                   in.wk->weight.get(), in.wv->weight.get(), in.wo->weight.get(), in.wq->bias.get(),
                   in.wk->bias.get(), in.wv->bias.get(), in.wo->bias.get(), in.num_heads,
-                  in.head_dim, in.scale, m.causal(), m.kv_lengths(), m.has_bool_mask(),
+                  in.head_dim, in.num_kv_heads, in.v_head_dim, in.rope, in.rotary_dim,
+                  in.rope_inv_freq, in.scale, m.causal(), m.kv_lengths(), m.has_bool_mask(),
                   m.bool_mask(), m.has_additive(), m.additive(), outputs...);
 }
 

@@ -25,6 +25,8 @@
 #include "fused_forward_call.h"
 #include "layout.h"
 #include "mask_buffers.h"
+#include "mha_config.h"
+#include "mha_handle.h"
 #include "nonfinite.h"
 #include "packed_projection.h"
 #include "staged_output.h"
@@ -63,92 +65,7 @@ const MhaKernels &kernels_for(attngen_device device) {
     return cpu;
 }
 
-struct ResolvedConfig {
-    int32_t d_model, num_heads, kdim, vdim, head_dim;
-    bool use_bias;
-    attngen_device device;
-    int32_t inner() const { return num_heads * head_dim; }
-};
-
-attngen_status resolve_config(const attngen_mha_config &c, ResolvedConfig *r) {
-    ATTNGEN_RETURN_IF_ERROR(require_positive(c.d_model, "config.d_model"));
-    ATTNGEN_RETURN_IF_ERROR(require_positive(c.num_heads, "config.num_heads"));
-    const struct {
-        int32_t value;
-        const char *name;
-    } optional_sizes[] = {
-        {c.kdim, "config.kdim"}, {c.vdim, "config.vdim"}, {c.head_dim, "config.head_dim"}};
-    for (const auto &s : optional_sizes) {
-        if (s.value < 0) {
-            return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
-                        std::string(s.name) + " must be 0 (the default) or positive, got " +
-                            std::to_string(s.value));
-        }
-    }
-    if (c.head_dim == 0 && c.d_model % c.num_heads != 0) {
-        return fail(ATTNGEN_ERROR_SHAPE, "config.d_model (" + std::to_string(c.d_model) +
-                                             ") is not divisible by config.num_heads (" +
-                                             std::to_string(c.num_heads) +
-                                             "); set config.head_dim explicitly");
-    }
-    ATTNGEN_RETURN_IF_ERROR(require_known_device(raw_enum_value(c.device), "config.device"));
-    if (c.device != ATTNGEN_DEVICE_CPU && gpu_interface_or_fail(c.device) == nullptr) {
-        return ATTNGEN_ERROR_UNSUPPORTED;
-    }
-    r->d_model = c.d_model;
-    r->num_heads = c.num_heads;
-    r->kdim = c.kdim ? c.kdim : c.d_model;
-    r->vdim = c.vdim ? c.vdim : c.d_model;
-    r->head_dim = c.head_dim ? c.head_dim : c.d_model / c.num_heads;
-    r->use_bias = c.use_bias != 0;
-    r->device = c.device;
-    const int64_t inner = int64_t(r->num_heads) * r->head_dim;
-    // Packed weights are padded by up to kWeightPadding (+ kGpuExtraWeightPadding) features.
-    const int64_t padding = kWeightPadding + kGpuExtraWeightPadding;
-    const int64_t padded_inner = inner + padding;
-    ATTNGEN_RETURN_IF_ERROR(require_addressable("wq", {padded_inner, r->d_model}, 4));
-    ATTNGEN_RETURN_IF_ERROR(require_addressable("wk", {padded_inner, r->kdim}, 4));
-    ATTNGEN_RETURN_IF_ERROR(require_addressable("wv", {padded_inner, r->vdim}, 4));
-    ATTNGEN_RETURN_IF_ERROR(require_addressable("wo", {r->d_model + padding, inner}, 4));
-    return ATTNGEN_OK;
-}
-
-// The packed projection weights with their kernel buffers (ProjectionBuffers: on a GPU they
-// are copied to the device once, in set_weights, and stay there until the weights are
-// replaced).
-struct ProjectionWeights {
-    PackedProjection q, k, v, o;
-    std::unique_ptr<ProjectionBuffers> wq, wk, wv, wo;
-    DeviceScratch device_copies;
-
-    attngen_status upload(attngen_device device) {
-        wq = std::make_unique<ProjectionBuffers>(q);
-        wk = std::make_unique<ProjectionBuffers>(k);
-        wv = std::make_unique<ProjectionBuffers>(v);
-        wo = std::make_unique<ProjectionBuffers>(o);
-        if (device == ATTNGEN_DEVICE_CPU) return ATTNGEN_OK;
-        const halide_device_interface_t *interface = gpu_interface_or_fail(device);
-        for (ProjectionBuffers *b : {wq.get(), wk.get(), wv.get(), wo.get()}) {
-            for (halide_buffer_t *buf : {b->weight.get(), b->bias.get()}) {
-                device_copies.track(buf);
-                buf->flags = halide_buffer_flag_host_dirty;
-                KernelContext context;
-                const int code = halide_copy_to_device(&context, buf, interface);
-                if (code != 0) return kernel_failure("weight upload", code, context);
-            }
-        }
-        return ATTNGEN_OK;
-    }
-};
-
 }  // namespace
-
-struct attngen_mha {
-    ResolvedConfig config;
-    // Forward calls share the weights; set_weights replaces them exclusively.
-    mutable std::shared_mutex projections_mutex;
-    std::unique_ptr<ProjectionWeights> projections;
-};
 
 static attngen_status attngen_mha_create_impl(const attngen_mha_config *config, attngen_mha **out) {
     ATTNGEN_RETURN_IF_ERROR(require_not_null(config, "config"));
@@ -199,10 +116,10 @@ static attngen_status attngen_mha_set_weights_impl(attngen_mha *m, const float *
     }
     // Pack (and upload) outside the lock so forwards keep running meanwhile; swap in under it.
     auto packed = std::make_unique<ProjectionWeights>();
-    packed->q.pack(wq, bq, c.inner(), c.d_model, c.device);
-    packed->k.pack(wk, bk, c.inner(), c.kdim, c.device);
-    packed->v.pack(wv, bv, c.inner(), c.vdim, c.device);
-    packed->o.pack(wo, bo, c.d_model, c.inner(), c.device);
+    packed->q.pack(wq, bq, int32_t(c.inner()), c.d_model, c.device);
+    packed->k.pack(wk, bk, int32_t(c.kv_inner()), c.kdim, c.device);
+    packed->v.pack(wv, bv, int32_t(c.v_inner()), c.vdim, c.device);
+    packed->o.pack(wo, bo, c.d_model, int32_t(c.out_inner()), c.device);
     ATTNGEN_RETURN_IF_ERROR(packed->upload(c.device));
     std::unique_lock<std::shared_mutex> lock(m->projections_mutex);
     std::swap(m->projections, packed);
@@ -233,7 +150,7 @@ attngen_status validate_forward(const attngen_mha *m, int32_t batch, int32_t q_l
     ATTNGEN_RETURN_IF_ERROR(
         require_addressable("the projected queries", {batch, q_len, c.inner()}, 4));
     ATTNGEN_RETURN_IF_ERROR(
-        require_addressable("the projected keys", {batch, kv_len, c.inner()}, 4));
+        require_addressable("the projected keys", {batch, kv_len, c.kv_inner()}, 4));
     if (probs != nullptr || c.device != ATTNGEN_DEVICE_CPU) {
         // GPU kernels keep every score in device memory (schedule_gpu.cpp).
         ATTNGEN_RETURN_IF_ERROR(require_addressable(probs != nullptr ? "weights" : "the scores",
@@ -285,7 +202,13 @@ int run_forward_kernel(const MhaKernels &kernels, KernelContext *context, const 
     in.wo = w.wo.get();
     in.num_heads = c.num_heads;
     in.head_dim = c.head_dim;
-    in.scale = 1.0f / std::sqrt(float(c.head_dim));
+    in.num_kv_heads = c.num_kv_heads;
+    in.v_head_dim = c.v_head_dim;
+    in.rope = c.rope;
+    in.rotary_dim = c.rotary_dim;
+    TensorBuffer<double, 1> inv_freq(c.rope_inv_freq.data(), {int32_t(c.rope_inv_freq.size())});
+    in.rope_inv_freq = inv_freq.get();
+    in.scale = c.scale();
     in.masks = &masks;
     if (!with_probs) return call_fused_forward(kernels.plain, context, in, t.out.get());
     return call_fused_forward(kernels.with_probs, context, in, t.out.get(), t.probs.get());

@@ -129,7 +129,9 @@ bool NonFiniteInputs::additive_poisons(int32_t b, int32_t h, int32_t i, int32_t 
 
 bool NonFiniteInputs::row_bad(const std::vector<uint8_t> &rows, const Tensor &t, int32_t b,
                               int32_t h, int32_t row) const {
-    const int32_t th = t.heads == 1 ? 0 : h;
+    // A tensor of fewer heads serves groups of query heads (1 head: the MHA inputs, which
+    // feed every head; kv_heads: grouped keys and values).
+    const int32_t th = h / (heads_ / t.heads);
     return rows[(size_t(b) * t.heads + th) * t.len + row] != 0;
 }
 

@@ -20,7 +20,7 @@ namespace attngen::rt {
 class NonFiniteInputs {
   public:
     // A row-major input [batch, heads, len, width]; heads is 1 for the MHA inputs, whose rows
-    // feed every head.
+    // feed every head, or a divisor of the query heads for grouped keys and values.
     struct Tensor {
         const float *data;
         int32_t heads, len, width;

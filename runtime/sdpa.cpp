@@ -1,4 +1,4 @@
-// Entry points that run a single stage on the CPU: attngen_sdpa and attngen_linear.
+// Entry points that run a single stage on the CPU: attngen_sdpa(_gqa) and attngen_linear.
 #include <attngen/attngen.h>
 
 #include <cmath>
@@ -20,16 +20,22 @@ using namespace attngen::rt;
 
 namespace {
 
-attngen_status validate_sdpa(int32_t batch, int32_t heads, int32_t q_len, int32_t kv_len,
-                             int32_t dk, int32_t dv, const float *q, const float *k, const float *v,
-                             const attngen_mask *mask, float scale, const float *out,
-                             const float *probs) {
+attngen_status validate_sdpa(int32_t batch, int32_t heads, int32_t kv_heads, int32_t q_len,
+                             int32_t kv_len, int32_t dk, int32_t dv, const float *q, const float *k,
+                             const float *v, const attngen_mask *mask, float scale,
+                             const float *out, const float *probs) {
     const struct {
         int32_t value;
         const char *name;
-    } sizes[] = {{batch, "batch"},   {heads, "heads"}, {q_len, "q_len"},
-                 {kv_len, "kv_len"}, {dk, "dk"},       {dv, "dv"}};
+    } sizes[] = {{batch, "batch"}, {heads, "heads"},   {kv_heads, "kv_heads"},
+                 {q_len, "q_len"}, {kv_len, "kv_len"}, {dk, "dk"},
+                 {dv, "dv"}};
     for (const auto &s : sizes) ATTNGEN_RETURN_IF_ERROR(require_positive(s.value, s.name));
+    if (heads % kv_heads != 0) {
+        return fail(ATTNGEN_ERROR_SHAPE, "kv_heads (" + std::to_string(kv_heads) +
+                                             ") does not divide heads (" + std::to_string(heads) +
+                                             ")");
+    }
     ATTNGEN_RETURN_IF_ERROR(require_not_null(q, "q"));
     ATTNGEN_RETURN_IF_ERROR(require_not_null(k, "k"));
     ATTNGEN_RETURN_IF_ERROR(require_not_null(v, "v"));
@@ -39,8 +45,8 @@ attngen_status validate_sdpa(int32_t batch, int32_t heads, int32_t q_len, int32_
                     "scale must be finite (0 selects 1/sqrt(dk)), got " + std::to_string(scale));
     }
     ATTNGEN_RETURN_IF_ERROR(require_addressable("q", {batch, heads, q_len, dk}, 4));
-    ATTNGEN_RETURN_IF_ERROR(require_addressable("k", {batch, heads, kv_len, dk}, 4));
-    ATTNGEN_RETURN_IF_ERROR(require_addressable("v", {batch, heads, kv_len, dv}, 4));
+    ATTNGEN_RETURN_IF_ERROR(require_addressable("k", {batch, kv_heads, kv_len, dk}, 4));
+    ATTNGEN_RETURN_IF_ERROR(require_addressable("v", {batch, kv_heads, kv_len, dv}, 4));
     ATTNGEN_RETURN_IF_ERROR(require_addressable("out", {batch, heads, q_len, dv}, 4));
     if (probs != nullptr) {
         ATTNGEN_RETURN_IF_ERROR(require_addressable("weights", {batch, heads, q_len, kv_len}, 4));
@@ -50,23 +56,24 @@ attngen_status validate_sdpa(int32_t batch, int32_t heads, int32_t q_len, int32_
 
 }  // namespace
 
-static attngen_status attngen_sdpa_impl(int32_t batch, int32_t heads, int32_t q_len, int32_t kv_len,
-                                        int32_t dk, int32_t dv, const float *q, const float *k,
-                                        const float *v, const attngen_mask *mask, float scale,
-                                        float *out, float *probs) {
-    ATTNGEN_RETURN_IF_ERROR(
-        validate_sdpa(batch, heads, q_len, kv_len, dk, dv, q, k, v, mask, scale, out, probs));
+static attngen_status attngen_sdpa_impl(int32_t batch, int32_t heads, int32_t kv_heads,
+                                        int32_t q_len, int32_t kv_len, int32_t dk, int32_t dv,
+                                        const float *q, const float *k, const float *v,
+                                        const attngen_mask *mask, float scale, float *out,
+                                        float *probs) {
+    ATTNGEN_RETURN_IF_ERROR(validate_sdpa(batch, heads, kv_heads, q_len, kv_len, dk, dv, q, k, v,
+                                          mask, scale, out, probs));
     install_halide_runtime_hooks();
     StagedOutput staged_out(out, size_t(batch) * heads * q_len * dv);
     StagedOutput staged_probs(probs, size_t(batch) * heads * q_len * kv_len);
     ATTNGEN_RETURN_IF_ERROR(staged_out.allocate("out"));
     ATTNGEN_RETURN_IF_ERROR(staged_probs.allocate("weights"));
 
-    const NonFiniteInputs inputs({q, heads, q_len, dk}, {k, heads, kv_len, dk},
-                                 {v, heads, kv_len, dv}, mask, batch, heads, q_len, kv_len);
+    const NonFiniteInputs inputs({q, heads, q_len, dk}, {k, kv_heads, kv_len, dk},
+                                 {v, kv_heads, kv_len, dv}, mask, batch, heads, q_len, kv_len);
     TensorBuffer<float, 4> q_buf(inputs.q(), {batch, heads, q_len, dk});
-    TensorBuffer<float, 4> k_buf(inputs.k(), {batch, heads, kv_len, dk});
-    TensorBuffer<float, 4> v_buf(inputs.v(), {batch, heads, kv_len, dv});
+    TensorBuffer<float, 4> k_buf(inputs.k(), {batch, kv_heads, kv_len, dk});
+    TensorBuffer<float, 4> v_buf(inputs.v(), {batch, kv_heads, kv_len, dv});
     TensorBuffer<float, 4> out_buf(staged_out.data(), {batch, heads, q_len, dv});
     TensorBuffer<float, 4> probs_buf(staged_probs.data(), {batch, heads, q_len, kv_len});
     MaskBuffers masks(inputs.mask(), batch, heads, q_len, kv_len);
@@ -136,8 +143,19 @@ extern "C" attngen_status attngen_sdpa(int32_t batch, int32_t heads, int32_t q_l
                                        const float *v, const attngen_mask *mask, float scale,
                                        float *out, float *weights) {
     return guard_entry_point("attngen_sdpa", [&] {
-        return attngen_sdpa_impl(batch, heads, q_len, kv_len, dk, dv, q, k, v, mask, scale, out,
-                                 weights);
+        return attngen_sdpa_impl(batch, heads, heads, q_len, kv_len, dk, dv, q, k, v, mask, scale,
+                                 out, weights);
+    });
+}
+
+extern "C" attngen_status attngen_sdpa_gqa(int32_t batch, int32_t heads, int32_t kv_heads,
+                                           int32_t q_len, int32_t kv_len, int32_t dk, int32_t dv,
+                                           const float *q, const float *k, const float *v,
+                                           const attngen_mask *mask, float scale, float *out,
+                                           float *weights) {
+    return guard_entry_point("attngen_sdpa_gqa", [&] {
+        return attngen_sdpa_impl(batch, heads, kv_heads, q_len, kv_len, dk, dv, q, k, v, mask,
+                                 scale, out, weights);
     });
 }
 

@@ -16,6 +16,10 @@ inline halide_type_t halide_type_for<float>() {
     return halide_type_t(halide_type_float, 32);
 }
 template <>
+inline halide_type_t halide_type_for<double>() {
+    return halide_type_t(halide_type_float, 64);
+}
+template <>
 inline halide_type_t halide_type_for<int32_t>() {
     return halide_type_t(halide_type_int, 32);
 }

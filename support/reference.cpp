@@ -25,8 +25,10 @@ SdpaResult sdpa_impl(const SdpaShape &s, const T *q, const T *k, const T *v,
     r.logits.assign(rows * s.kv_len, kNegInf);
     r.row_fully_masked.assign(rows, true);
 
+    const int hkv = s.key_heads(), group = s.heads / hkv;
     for (int b = 0; b < s.batch; ++b) {
         for (int h = 0; h < s.heads; ++h) {
+            const int kh = h / group;
             for (int i = 0; i < s.q_len; ++i) {
                 const size_t row = (size_t(b) * s.heads + h) * s.q_len + i;
                 double *logit = &r.logits[row * s.kv_len];
@@ -35,7 +37,7 @@ SdpaResult sdpa_impl(const SdpaShape &s, const T *q, const T *k, const T *v,
                 double row_max = kNegInf;
                 for (int j = 0; j < s.kv_len; ++j) {
                     if (hard_masked(mask, s, b, i, j)) continue;
-                    const T *kj = &k[idx4(b, h, j, 0, s.heads, s.kv_len, s.dk)];
+                    const T *kj = &k[idx4(b, kh, j, 0, hkv, s.kv_len, s.dk)];
                     double dot = 0.0;
                     for (int d = 0; d < s.dk; ++d) dot += double(qi[d]) * double(kj[d]);
                     // An additive -inf masks the key like any other mask part does.
@@ -57,7 +59,7 @@ SdpaResult sdpa_impl(const SdpaShape &s, const T *q, const T *k, const T *v,
                 double *o = &r.out[row * s.dv];
                 for (int j = 0; j < s.kv_len; ++j) {
                     if (p[j] == 0.0) continue;
-                    const T *vj = &v[idx4(b, h, j, 0, s.heads, s.kv_len, s.dv)];
+                    const T *vj = &v[idx4(b, kh, j, 0, hkv, s.kv_len, s.dv)];
                     for (int c = 0; c < s.dv; ++c) o[c] += p[j] * double(vj[c]);
                 }
             }
@@ -146,54 +148,86 @@ MhaDims resolve(const attngen_mha_config &c) {
     d.vdim = c.vdim ? c.vdim : c.d_model;
     d.head_dim = c.head_dim ? c.head_dim : c.d_model / c.num_heads;
     d.use_bias = c.use_bias != 0;
+    d.num_kv_heads = c.num_kv_heads ? c.num_kv_heads : c.num_heads;
+    d.v_head_dim = c.v_head_dim ? c.v_head_dim : d.head_dim;
+    d.rope = c.rope;
+    d.rotary_dim = c.rotary_dim ? c.rotary_dim : d.head_dim;
+    d.rope_theta = c.rope_theta != 0.0f ? double(c.rope_theta) : 10000.0;
     return d;
+}
+
+void rope(std::vector<double> &x, int batch, int num_heads, int len, int head_dim,
+          attngen_rope mode, int rotary_dim, double theta, const std::vector<long long> &offsets) {
+    if (mode == ATTNGEN_ROPE_NONE) return;
+    const int half = rotary_dim / 2;
+    for (int b = 0; b < batch; ++b) {
+        for (int h = 0; h < num_heads; ++h) {
+            for (int l = 0; l < len; ++l) {
+                double *row = &x[idx4(b, h, l, 0, num_heads, len, head_dim)];
+                const double position = double(l + offsets[b]);
+                for (int k = 0; k < half; ++k) {
+                    const double angle = position * std::pow(theta, -2.0 * k / rotary_dim);
+                    const int a = mode == ATTNGEN_ROPE_HALF ? k : 2 * k;
+                    const int p = mode == ATTNGEN_ROPE_HALF ? k + half : 2 * k + 1;
+                    const double xa = row[a], xp = row[p];
+                    row[a] = xa * std::cos(angle) - xp * std::sin(angle);
+                    row[p] = xp * std::cos(angle) + xa * std::sin(angle);
+                }
+            }
+        }
+    }
 }
 
 MhaResult mha(const attngen_mha_config &config, const MhaWeights &w, int batch, int q_len,
               int kv_len, const float *query, const float *key, const float *value,
               const attngen_mask *mask) {
     const MhaDims d = resolve(config);
-    const int inner = d.inner();
     const bool bias = d.use_bias;
 
     const std::vector<double> qp =
-        project(batch * q_len, d.d_model, inner, query, w.wq, bias ? w.bq : nullptr);
+        project(batch * q_len, d.d_model, d.inner(), query, w.wq, bias ? w.bq : nullptr);
     const std::vector<double> kp =
-        project(batch * kv_len, d.kdim, inner, key, w.wk, bias ? w.bk : nullptr);
+        project(batch * kv_len, d.kdim, d.kv_inner(), key, w.wk, bias ? w.bk : nullptr);
     const std::vector<double> vp =
-        project(batch * kv_len, d.vdim, inner, value, w.wv, bias ? w.bv : nullptr);
+        project(batch * kv_len, d.vdim, d.v_inner(), value, w.wv, bias ? w.bv : nullptr);
 
     MhaResult r;
     r.q_heads = split_heads(qp, batch, q_len, d.num_heads, d.head_dim);
-    r.k_heads = split_heads(kp, batch, kv_len, d.num_heads, d.head_dim);
-    r.v_heads = split_heads(vp, batch, kv_len, d.num_heads, d.head_dim);
+    r.k_heads = split_heads(kp, batch, kv_len, d.num_kv_heads, d.head_dim);
+    r.v_heads = split_heads(vp, batch, kv_len, d.num_kv_heads, d.v_head_dim);
+    rope(r.q_heads, batch, d.num_heads, q_len, d.head_dim, d.rope, d.rotary_dim, d.rope_theta,
+         std::vector<long long>(batch, kv_len - q_len));
+    rope(r.k_heads, batch, d.num_kv_heads, kv_len, d.head_dim, d.rope, d.rotary_dim, d.rope_theta,
+         std::vector<long long>(batch, 0));
 
     SdpaShape s;
     s.batch = batch;
     s.heads = d.num_heads;
+    s.kv_heads = d.num_kv_heads;
     s.q_len = q_len;
     s.kv_len = kv_len;
     s.dk = d.head_dim;
-    s.dv = d.head_dim;
+    s.dv = d.v_head_dim;
     r.sdpa = sdpa(s, r.q_heads.data(), r.k_heads.data(), r.v_heads.data(), mask,
                   1.0 / std::sqrt(double(d.head_dim)));
     r.weights = r.sdpa.weights;
 
-    // Head merge: [B, H, Lq, hd] -> [B, Lq, H*hd].
-    r.attn.assign(size_t(batch) * q_len * inner, 0.0);
+    // Head merge: [B, H, Lq, vhd] -> [B, Lq, H*vhd].
+    const int merged = d.out_inner(), vhd = d.v_head_dim;
+    r.attn.assign(size_t(batch) * q_len * merged, 0.0);
     for (int b = 0; b < batch; ++b)
         for (int h = 0; h < d.num_heads; ++h)
             for (int i = 0; i < q_len; ++i)
-                for (int c = 0; c < d.head_dim; ++c)
-                    r.attn[(size_t(b) * q_len + i) * inner + size_t(h) * d.head_dim + c] =
-                        r.sdpa.out[idx4(b, h, i, c, d.num_heads, q_len, d.head_dim)];
+                for (int c = 0; c < vhd; ++c)
+                    r.attn[(size_t(b) * q_len + i) * merged + size_t(h) * vhd + c] =
+                        r.sdpa.out[idx4(b, h, i, c, d.num_heads, q_len, vhd)];
 
     r.out.assign(size_t(batch) * q_len * d.d_model, 0.0);
     for (int row = 0; row < batch * q_len; ++row) {
         for (int o = 0; o < d.d_model; ++o) {
             double acc = bias ? double(w.bo[o]) : 0.0;
-            for (int c = 0; c < inner; ++c) {
-                acc += r.attn[size_t(row) * inner + c] * double(w.wo[size_t(o) * inner + c]);
+            for (int c = 0; c < merged; ++c) {
+                acc += r.attn[size_t(row) * merged + c] * double(w.wo[size_t(o) * merged + c]);
             }
             r.out[size_t(row) * d.d_model + o] = acc;
         }

@@ -24,6 +24,26 @@ std::vector<double> ProjectionErrors(int rows, int in, int out, const float *x, 
     return LinearErrorBounds(rows, in, out, x, w, bias);
 }
 
+// Rotary positions mix each pair (a, p) of features: x_a cos - x_p sin and x_p cos + x_a sin
+// carry both inputs' errors, plus the rounding of two products and a sum and the error of a
+// float cos and sin of an angle reduced to [-pi, pi] (each about u): 16 u of |x_a| + |x_p|
+// covers them with room, and |x_a| + |x_p| <= sqrt(2) (|r_a| + |r_p|) for the rotated pair r.
+void AddRopeErrors(std::vector<double> &error, const std::vector<double> &rotated, int rows,
+                   int head_dim, const attngen_ref::MhaDims &d) {
+    if (d.rope == ATTNGEN_ROPE_NONE) return;
+    const int half = d.rotary_dim / 2;
+    for (int r = 0; r < rows; ++r) {
+        double *e = &error[size_t(r) * head_dim];
+        const double *x = &rotated[size_t(r) * head_dim];
+        for (int k = 0; k < half; ++k) {
+            const int a = d.rope == ATTNGEN_ROPE_HALF ? k : 2 * k;
+            const int p = d.rope == ATTNGEN_ROPE_HALF ? k + half : 2 * k + 1;
+            const double bound = e[a] + e[p] + 16 * u * (std::fabs(x[a]) + std::fabs(x[p]));
+            e[a] = e[p] = bound;
+        }
+    }
+}
+
 }  // namespace
 
 std::vector<double> LinearErrorBounds(int rows, int in, int out, const float *x, const float *w,
@@ -48,9 +68,12 @@ AttentionBounds AttentionErrorBounds(const attngen_ref::SdpaShape &s, const doub
     r.out.assign(rows * s.dv, 0.0);
 
     std::vector<double> score_error(s.kv_len);
+    const int group = s.heads / s.key_heads();
     for (size_t row = 0; row < rows; ++row) {
         if (ref.row_fully_masked[row]) continue;  // must be exactly 0
-        const size_t bh = row / s.q_len;          // (batch, head) of this row
+        const size_t qbh = row / s.q_len;         // (batch, query head) of this row
+        // (batch, key/value head) it reads
+        const size_t bh = qbh / s.heads * s.key_heads() + qbh % s.heads / group;
         const double *qi = q + row * s.dk;
         const double *qe = q_error ? q_error + row * s.dk : nullptr;
         const double *logit = &ref.logits[row * s.kv_len];
@@ -111,39 +134,41 @@ MhaBounds MhaErrorBounds(const attngen_mha_config &config, const attngen_ref::Mh
                          int batch, int q_len, int kv_len, const float *query, const float *key,
                          const float *value, const attngen_ref::MhaResult &ref) {
     const attngen_ref::MhaDims d = attngen_ref::resolve(config);
-    const int inner = d.inner();
+    const int inner = d.out_inner(), vhd = d.v_head_dim;
     const bool bias = d.use_bias;
 
-    const std::vector<double> q_error = attngen_ref::split_heads(
-        ProjectionErrors(batch * q_len, d.d_model, inner, query, w.wq, bias ? w.bq : nullptr),
+    std::vector<double> q_error = attngen_ref::split_heads(
+        ProjectionErrors(batch * q_len, d.d_model, d.inner(), query, w.wq, bias ? w.bq : nullptr),
         batch, q_len, d.num_heads, d.head_dim);
-    const std::vector<double> k_error = attngen_ref::split_heads(
-        ProjectionErrors(batch * kv_len, d.kdim, inner, key, w.wk, bias ? w.bk : nullptr), batch,
-        kv_len, d.num_heads, d.head_dim);
+    std::vector<double> k_error = attngen_ref::split_heads(
+        ProjectionErrors(batch * kv_len, d.kdim, d.kv_inner(), key, w.wk, bias ? w.bk : nullptr),
+        batch, kv_len, d.num_kv_heads, d.head_dim);
     const std::vector<double> v_error = attngen_ref::split_heads(
-        ProjectionErrors(batch * kv_len, d.vdim, inner, value, w.wv, bias ? w.bv : nullptr), batch,
-        kv_len, d.num_heads, d.head_dim);
+        ProjectionErrors(batch * kv_len, d.vdim, d.v_inner(), value, w.wv, bias ? w.bv : nullptr),
+        batch, kv_len, d.num_kv_heads, vhd);
+    AddRopeErrors(q_error, ref.q_heads, batch * d.num_heads * q_len, d.head_dim, d);
+    AddRopeErrors(k_error, ref.k_heads, batch * d.num_kv_heads * kv_len, d.head_dim, d);
 
     attngen_ref::SdpaShape s;
     s.batch = batch;
     s.heads = d.num_heads;
+    s.kv_heads = d.num_kv_heads;
     s.q_len = q_len;
     s.kv_len = kv_len;
     s.dk = d.head_dim;
-    s.dv = d.head_dim;
+    s.dv = vhd;
     const AttentionBounds a = AttentionErrorBounds(
         s, ref.q_heads.data(), ref.k_heads.data(), ref.v_heads.data(), q_error.data(),
         k_error.data(), v_error.data(), 1.0 / std::sqrt(double(d.head_dim)), ref.sdpa);
 
-    // Allowed error of each merged attention value [B, Lq, H*hd], relative part included.
+    // Allowed error of each merged attention value [B, Lq, H*vhd], relative part included.
     std::vector<double> attn_allowed(size_t(batch) * q_len * inner);
     for (int b = 0; b < batch; ++b)
         for (int h = 0; h < d.num_heads; ++h)
             for (int i = 0; i < q_len; ++i)
-                for (int c = 0; c < d.head_dim; ++c) {
-                    const size_t from =
-                        ((size_t(b) * d.num_heads + h) * q_len + i) * d.head_dim + c;
-                    attn_allowed[(size_t(b) * q_len + i) * inner + size_t(h) * d.head_dim + c] =
+                for (int c = 0; c < vhd; ++c) {
+                    const size_t from = ((size_t(b) * d.num_heads + h) * q_len + i) * vhd + c;
+                    attn_allowed[(size_t(b) * q_len + i) * inner + size_t(h) * vhd + c] =
                         a.out[from] + kRelTol * std::fabs(ref.sdpa.out[from]);
                 }
 

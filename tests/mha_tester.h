@@ -33,6 +33,14 @@ class MhaTester {
     MhaTester &head_dim(int v) { return config_.head_dim = v, *this; }
     MhaTester &use_bias(bool b) { return config_.use_bias = b ? 1 : 0, *this; }
     MhaTester &device(attngen_device d) { return config_.device = d, *this; }
+    MhaTester &num_kv_heads(int v) { return config_.num_kv_heads = v, *this; }
+    MhaTester &v_head_dim(int v) { return config_.v_head_dim = v, *this; }
+    MhaTester &rope(attngen_rope r, int rotary_dim = 0, float theta = 0.0f) {
+        config_.rope = r;
+        config_.rotary_dim = rotary_dim;
+        config_.rope_theta = theta;
+        return *this;
+    }
 
     MhaTester &batch(int v) { return batch_ = v, *this; }
     MhaTester &q_len(int v) { return q_len_ = v, *this; }
@@ -91,20 +99,19 @@ class MhaTester {
         Model m;
         m.config = config_;
         const attngen_ref::MhaDims d = dims();
-        const int inner = d.inner();
         Rng rng(seed_ ^ 0x5eed0001u);  // independent of the inputs' stream
         auto init = [&](size_t out, int in) {
             const float bound = 1.0f / std::sqrt(float(in));
             return rng.Uniform(out * size_t(in), -bound, bound);
         };
-        m.wq = init(inner, d.d_model);
-        m.wk = init(inner, d.kdim);
-        m.wv = init(inner, d.vdim);
-        m.wo = init(d.d_model, inner);
+        m.wq = init(d.inner(), d.d_model);
+        m.wk = init(d.kv_inner(), d.kdim);
+        m.wv = init(d.v_inner(), d.vdim);
+        m.wo = init(d.d_model, d.out_inner());
         if (d.use_bias) {
-            m.bq = rng.Uniform(inner, -0.5f, 0.5f);
-            m.bk = rng.Uniform(inner, -0.5f, 0.5f);
-            m.bv = rng.Uniform(inner, -0.5f, 0.5f);
+            m.bq = rng.Uniform(d.inner(), -0.5f, 0.5f);
+            m.bk = rng.Uniform(d.kv_inner(), -0.5f, 0.5f);
+            m.bv = rng.Uniform(d.v_inner(), -0.5f, 0.5f);
             m.bo = rng.Uniform(d.d_model, -0.5f, 0.5f);
         }
         return m;
@@ -177,6 +184,18 @@ class MhaTester {
         }
     }
 
+    // One forward call on a fresh handle holding the model's weights.
+    Run Execute() const {
+        Run r = Prepare(seed_);
+        attngen_mha *raw = nullptr;
+        r.status = attngen_mha_create(&config_, &raw);
+        if (r.status != ATTNGEN_OK) return r;
+        MhaHandle handle(raw);
+        r.status = MakeModel().SetWeights(raw);
+        if (r.status == ATTNGEN_OK) Call(raw, r);
+        return r;
+    }
+
     void Test() const {
         SCOPED_TRACE(Describe());
         attngen_mha *raw = nullptr;
@@ -202,8 +221,10 @@ class MhaTester {
         std::ostringstream s;
         s << "MhaTester: seed " << seed_ << ", d_model " << d.d_model << ", num_heads "
           << d.num_heads << ", kdim " << d.kdim << ", vdim " << d.vdim << ", head_dim "
-          << d.head_dim << ", bias " << d.use_bias << ", batch " << batch_ << ", q_len " << q_len_
-          << ", kv_len " << kv_len_ << ", causal " << int(mask_.causal) << ", kv_lengths "
+          << d.head_dim << ", kv_heads " << d.num_kv_heads << ", v_head_dim " << d.v_head_dim
+          << ", rope " << int(d.rope) << "/" << d.rotary_dim << "/" << d.rope_theta << ", bias "
+          << d.use_bias << ", batch " << batch_ << ", q_len " << q_len_ << ", kv_len " << kv_len_
+          << ", causal " << int(mask_.causal) << ", kv_lengths "
           << (mask_.kv_lengths.empty() ? "none" : ::testing::PrintToString(mask_.kv_lengths))
           << ", bool_mask_batch " << mask_.bool_mask_batch << ", additive " << mask_.additive_batch
           << "x" << mask_.additive_heads << ", weights " << with_weights_ << ", self "
@@ -212,7 +233,9 @@ class MhaTester {
     }
 
   private:
-    attngen_mha_config config_{8, 2, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
+    attngen_mha_config config_{
+        8, 2,   0, 0, 0, 1, ATTNGEN_DEVICE_CPU, 0, 0, ATTNGEN_PRECISION_F32, ATTNGEN_ROPE_NONE,
+        0, 0.0f};
     int batch_ = 1, q_len_ = 3, kv_len_ = 4;
     MaskSpec mask_;
     bool with_weights_ = true;

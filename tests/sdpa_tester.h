@@ -28,6 +28,8 @@ class SdpaTester {
   public:
     SdpaTester &batch(int v) { return shape_.batch = v, *this; }
     SdpaTester &heads(int v) { return shape_.heads = v, *this; }
+    // Grouped key/value heads (attngen_sdpa_gqa); 0 = heads (attngen_sdpa).
+    SdpaTester &kv_heads(int v) { return shape_.kv_heads = v, *this; }
     SdpaTester &q_len(int v) { return shape_.q_len = v, *this; }
     SdpaTester &kv_len(int v) { return shape_.kv_len = v, *this; }
     SdpaTester &dk(int v) { return shape_.dk = v, *this; }
@@ -97,10 +99,10 @@ class SdpaTester {
         Run r;
         Rng rng(seed_);
         const attngen_ref::SdpaShape &s = shape_;
-        const size_t bh = size_t(s.batch) * s.heads;
+        const size_t bh = size_t(s.batch) * s.heads, bkv = size_t(s.batch) * s.key_heads();
         r.q = q_.empty() ? rng.Uniform(bh * s.q_len * s.dk, qk_lo_, qk_hi_) : q_;
-        r.k = k_.empty() ? rng.Uniform(bh * s.kv_len * s.dk, qk_lo_, qk_hi_) : k_;
-        r.v = v_.empty() ? rng.Uniform(bh * s.kv_len * s.dv, v_lo_, v_hi_) : v_;
+        r.k = k_.empty() ? rng.Uniform(bkv * s.kv_len * s.dk, qk_lo_, qk_hi_) : k_;
+        r.v = v_.empty() ? rng.Uniform(bkv * s.kv_len * s.dv, v_lo_, v_hi_) : v_;
 
         r.masks = MakeMask(mask_, s.q_len, s.kv_len, rng);
 
@@ -111,9 +113,16 @@ class SdpaTester {
 
     void Call(Run &r) const {
         const attngen_ref::SdpaShape &s = shape_;
-        r.status = attngen_sdpa(s.batch, s.heads, s.q_len, s.kv_len, s.dk, s.dv, r.q.data(),
-                                r.k.data(), r.v.data(), &r.masks.mask, scale_, r.out.data(),
-                                with_weights_ ? r.weights.data() : nullptr);
+        float *weights = with_weights_ ? r.weights.data() : nullptr;
+        if (s.kv_heads == 0) {
+            r.status =
+                attngen_sdpa(s.batch, s.heads, s.q_len, s.kv_len, s.dk, s.dv, r.q.data(),
+                             r.k.data(), r.v.data(), &r.masks.mask, scale_, r.out.data(), weights);
+        } else {
+            r.status = attngen_sdpa_gqa(s.batch, s.heads, s.kv_heads, s.q_len, s.kv_len, s.dk, s.dv,
+                                        r.q.data(), r.k.data(), r.v.data(), &r.masks.mask, scale_,
+                                        r.out.data(), weights);
+        }
     }
 
     Run Execute() const {
@@ -185,8 +194,8 @@ class SdpaTester {
         std::ostringstream d;
         d << "SdpaTester: seed " << seed_ << ", batch " << shape_.batch << ", heads "
           << shape_.heads << ", q_len " << shape_.q_len << ", kv_len " << shape_.kv_len << ", dk "
-          << shape_.dk << ", dv " << shape_.dv << ", causal " << int(mask_.causal)
-          << ", kv_lengths "
+          << shape_.dk << ", dv " << shape_.dv << ", kv_heads " << shape_.kv_heads << ", causal "
+          << int(mask_.causal) << ", kv_lengths "
           << (mask_.kv_lengths.empty() ? "none" : ::testing::PrintToString(mask_.kv_lengths))
           << ", bool_mask_batch " << mask_.bool_mask_batch << ", additive " << mask_.additive_batch
           << "x" << mask_.additive_heads << ", scale " << scale_ << ", weights " << with_weights_;

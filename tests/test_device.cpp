@@ -31,7 +31,9 @@ bool DeviceRequired() {
 // Why the device cannot run here, or "" when it can: a handle is created once.
 const std::string &UnavailableReason() {
     static const std::string reason = [] {
-        attngen_mha_config config{8, 2, 0, 0, 0, 1, DeviceUnderTest()};
+        attngen_mha_config config{
+            8, 2,   0, 0, 0, 1, DeviceUnderTest(), 0, 0, ATTNGEN_PRECISION_F32, ATTNGEN_ROPE_NONE,
+            0, 0.0f};
         attngen_mha *m = nullptr;
         const attngen_status s = attngen_mha_create(&config, &m);
         attngen_mha_destroy(m);
@@ -81,6 +83,26 @@ TEST_F(DeviceTest, LongerRowsThanOneBlock) {
 TEST_F(DeviceTest, ThreadsPerBlockDoNotGrowWithQueries) {
     Tester().d_model(16).num_heads(2).q_len(300).kv_len(70).with_weights(false).Test();
     Tester().d_model(16).num_heads(2).q_len(300).kv_len(70).with_weights(true).Test();
+}
+TEST_F(DeviceTest, GroupedHeadsValueHeadSizeAndRotaryPositions) {
+    Tester().d_model(32).num_heads(8).num_kv_heads(2).v_head_dim(6).q_len(5).kv_len(9).Test();
+    Tester()
+        .d_model(32)
+        .num_heads(4)
+        .num_kv_heads(1)
+        .rope(ATTNGEN_ROPE_HALF)
+        .q_len(3)
+        .kv_len(7)
+        .with_weights(false)
+        .Test();
+    Tester()
+        .d_model(24)
+        .num_heads(4)
+        .rope(ATTNGEN_ROPE_INTERLEAVED, 4)
+        .q_len(6)
+        .kv_len(6)
+        .causal(ATTNGEN_CAUSAL_TOP_LEFT)
+        .Test();
 }
 TEST_F(DeviceTest, WithoutBias) {
     Tester().d_model(12).num_heads(3).use_bias(false).q_len(4).kv_len(6).Test();
@@ -234,7 +256,9 @@ TEST_F(DeviceTest, DeviceMemoryErrorsAreReported) {
 // GPU kernels keep every score in device memory: shapes whose scores Halide cannot index are
 // refused before anything is read (the inputs here are far smaller than the shape says).
 TEST_F(DeviceTest, ScoresBeyondIndexingAreRefused) {
-    const attngen_mha_config config{8, 2, 0, 0, 0, 1, DeviceUnderTest()};
+    const attngen_mha_config config{
+        8, 2,   0, 0, 0, 1, DeviceUnderTest(), 0, 0, ATTNGEN_PRECISION_F32, ATTNGEN_ROPE_NONE,
+        0, 0.0f};
     attngen_mha *raw = nullptr;
     ASSERT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK) << attngen_last_error();
     MhaHandle m(raw);
@@ -252,7 +276,9 @@ TEST_F(DeviceTest, ScoresBeyondIndexingAreRefused) {
 }
 
 TEST_F(DeviceTest, CpuHandleRefusesDeviceAddresses) {
-    const attngen_mha_config config{8, 2, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
+    const attngen_mha_config config{
+        8, 2,   0, 0, 0, 1, ATTNGEN_DEVICE_CPU, 0, 0, ATTNGEN_PRECISION_F32, ATTNGEN_ROPE_NONE,
+        0, 0.0f};
     attngen_mha *raw = nullptr;
     ASSERT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK);
     MhaHandle m(raw);

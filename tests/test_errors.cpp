@@ -144,7 +144,9 @@ TEST(LastError, ClearedBySuccessfulCall) {
 TEST(LastError, ClearedBySuccessfulCreate) {
     ASSERT_EQ(attngen_mha_create(nullptr, nullptr), kInvalid);
     ASSERT_STRNE(attngen_last_error(), "");
-    const attngen_mha_config config{8, 2, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
+    const attngen_mha_config config{
+        8, 2,   0, 0, 0, 1, ATTNGEN_DEVICE_CPU, 0, 0, ATTNGEN_PRECISION_F32, ATTNGEN_ROPE_NONE,
+        0, 0.0f};
     attngen_mha *m = nullptr;
     ASSERT_EQ(attngen_mha_create(&config, &m), ATTNGEN_OK) << attngen_last_error();
     MhaHandle handle(m);
@@ -225,7 +227,9 @@ class CreateErrors : public ::testing::Test {
         return s;
     }
 
-    attngen_mha_config config_{8, 2, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
+    attngen_mha_config config_{
+        8, 2,   0, 0, 0, 1, ATTNGEN_DEVICE_CPU, 0, 0, ATTNGEN_PRECISION_F32, ATTNGEN_ROPE_NONE,
+        0, 0.0f};
     MhaHandle handle_;
 };
 

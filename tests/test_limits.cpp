@@ -82,10 +82,13 @@ TEST(Limits, MhaForwardRefusesEveryHugeSizeBeforeTouchingMemory) {
 }
 
 TEST(Limits, CreateRefusesEveryHugeSize) {
-    for (int which = 0; which < 5; ++which) {
+    for (int which = 0; which < 7; ++which) {
         SCOPED_TRACE("config field " + std::to_string(which));
-        attngen_mha_config c{8, 2, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
-        int32_t *fields[5] = {&c.d_model, &c.num_heads, &c.kdim, &c.vdim, &c.head_dim};
+        attngen_mha_config c{
+            8, 2,   0, 0, 0, 1, ATTNGEN_DEVICE_CPU, 0, 0, ATTNGEN_PRECISION_F32, ATTNGEN_ROPE_NONE,
+            0, 0.0f};
+        int32_t *fields[7] = {&c.d_model,  &c.num_heads,  &c.kdim,        &c.vdim,
+                              &c.head_dim, &c.v_head_dim, &c.num_kv_heads};
         *fields[which] = INT32_MAX;
         attngen_mha *m = nullptr;
         EXPECT_TRUE(RefusedWithMessage(attngen_mha_create(&c, &m), {kShape}));

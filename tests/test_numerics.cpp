@@ -348,7 +348,19 @@ TEST(NumericsMha, NanInValueRowReachesTheRowsThatSeeIt) {
 // of item 1 NaN.)
 TEST(NumericsMha, NanInALargeSharedInputIsFound) {
     constexpr int kBatch = 2, kLen = 600, kModel = 64, kHeads = 2;
-    const attngen_mha_config config{kModel, kHeads, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
+    const attngen_mha_config config{kModel,
+                                    kHeads,
+                                    0,
+                                    0,
+                                    0,
+                                    1,
+                                    ATTNGEN_DEVICE_CPU,
+                                    0,
+                                    0,
+                                    ATTNGEN_PRECISION_F32,
+                                    ATTNGEN_ROPE_NONE,
+                                    0,
+                                    0.0f};
     attngen_mha *raw = nullptr;
     ASSERT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK) << attngen_last_error();
     MhaHandle m(raw);

@@ -44,7 +44,19 @@ bool check_autoscheduled(std::mt19937 &rng) {
     const auto w = [&] { return random_vector(size_t(model) * model, rng, bound); };
     const std::vector<float> wq = w(), wk = w(), wv = w(), wo = w();
     const std::vector<float> x = random_vector(size_t(len) * model, rng, 1.0f);
-    const attngen_mha_config config{model, heads, 0, 0, 0, 0, ATTNGEN_DEVICE_CPU};
+    const attngen_mha_config config{model,
+                                    heads,
+                                    0,
+                                    0,
+                                    0,
+                                    0,
+                                    ATTNGEN_DEVICE_CPU,
+                                    0,
+                                    0,
+                                    ATTNGEN_PRECISION_F32,
+                                    ATTNGEN_ROPE_NONE,
+                                    0,
+                                    0.0f};
     attngen_mha *m = nullptr;
     std::vector<float> generic(size_t(len) * model), out(generic.size());
     const bool ran = attngen_mha_create(&config, &m) == ATTNGEN_OK &&
@@ -83,7 +95,19 @@ int main() {
     const std::vector<int32_t> kv_lengths = {kKv, 7};
 
     // attngen's generic kernels, through the C API.
-    const attngen_mha_config config{kModel, kHeads, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
+    const attngen_mha_config config{kModel,
+                                    kHeads,
+                                    0,
+                                    0,
+                                    0,
+                                    1,
+                                    ATTNGEN_DEVICE_CPU,
+                                    0,
+                                    0,
+                                    ATTNGEN_PRECISION_F32,
+                                    ATTNGEN_ROPE_NONE,
+                                    0,
+                                    0.0f};
     attngen_mha *m = nullptr;
     if (attngen_mha_create(&config, &m) != ATTNGEN_OK ||
         attngen_mha_set_weights(m, wq.data(), wk.data(), wv.data(), wo.data(), bq.data(), bk.data(),

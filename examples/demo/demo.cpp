@@ -143,7 +143,9 @@ int main() {
     std::printf("attngen %s\n\n", attngen_version());
     tutorial_attention();
     std::mt19937 rng(2024);
-    attngen_mha_config tutorial{512, 8, 0, 0, 0, 1, ATTNGEN_DEVICE_CPU};
+    attngen_mha_config tutorial{
+        512, 8,   0, 0, 0, 1, ATTNGEN_DEVICE_CPU, 0, 0, ATTNGEN_PRECISION_F32, ATTNGEN_ROPE_NONE,
+        0,   0.0f};
     std::printf("\n");
     mha_case("MHA d_model 512, 8 heads (the tutorial's cross shapes)", tutorial, 1, 62, 60, true,
              rng);
@@ -151,7 +153,19 @@ int main() {
              false, rng);
     // Stable Diffusion's CrossAttention: query 320 features, a 77-token context of 768, 8 heads
     // of 40, no projection bias.
-    attngen_mha_config cross{320, 8, 768, 768, 40, 0, ATTNGEN_DEVICE_CPU};
+    attngen_mha_config cross{320,
+                             8,
+                             768,
+                             768,
+                             40,
+                             0,
+                             ATTNGEN_DEVICE_CPU,
+                             0,
+                             0,
+                             ATTNGEN_PRECISION_F32,
+                             ATTNGEN_ROPE_NONE,
+                             0,
+                             0.0f};
     mha_case("Cross attention (Stable Diffusion): context of 77 x 768, no bias", cross, 2, 64, 77,
              false, rng);
     std::printf("\n%s\n", failures == 0 ? "All results match the reference."

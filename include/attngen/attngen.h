@@ -67,6 +67,19 @@ typedef struct attngen_mask {
     int32_t additive_heads;    /* 1 or num_heads */
 } attngen_mask;
 
+typedef enum attngen_precision {
+    ATTNGEN_PRECISION_F32 = 0,  /* weights, KV cache and products in float32 */
+    ATTNGEN_PRECISION_BF16 = 1, /* weights and KV cache stored as bfloat16; products of bfloat16
+                                   values, accumulated in float32 (not built yet: UNSUPPORTED) */
+    ATTNGEN_PRECISION_F16 = 2   /* the same with IEEE half (not built yet: UNSUPPORTED) */
+} attngen_precision;            /* activations at the API stay float32 in every precision */
+
+typedef enum attngen_rope {
+    ATTNGEN_ROPE_NONE = 0,
+    ATTNGEN_ROPE_HALF = 1,       /* rotates pairs (i, i + rotary_dim/2): GPT-NeoX, Llama (HF) */
+    ATTNGEN_ROPE_INTERLEAVED = 2 /* rotates pairs (2i, 2i+1): GPT-J, RoFormer */
+} attngen_rope;
+
 typedef struct attngen_mha_config {
     int32_t d_model; /* feature size of query and output */
     int32_t num_heads;
@@ -75,6 +88,13 @@ typedef struct attngen_mha_config {
     int32_t head_dim; /* 0 = d_model / num_heads, which must then divide */
     int32_t use_bias; /* nonzero: the four projections have biases */
     attngen_device device;
+    /* Added in 0.2; all zero keeps the 0.1 behaviour. */
+    int32_t num_kv_heads; /* 0 = num_heads; must divide num_heads (GQA; 1 = MQA) */
+    int32_t v_head_dim;   /* 0 = head_dim (Keras's value_dim) */
+    attngen_precision precision;
+    attngen_rope rope;  /* applied to projected queries and keys, before the scores */
+    int32_t rotary_dim; /* 0 = head_dim; else even and <= head_dim (partial rotary) */
+    float rope_theta;   /* 0 = 10000 */
 } attngen_mha_config;
 
 typedef struct attngen_mha attngen_mha; /* opaque */
@@ -82,9 +102,11 @@ typedef struct attngen_mha attngen_mha; /* opaque */
 ATTNGEN_API attngen_status attngen_mha_create(const attngen_mha_config *config, attngen_mha **out);
 ATTNGEN_API void attngen_mha_destroy(attngen_mha *m); /* NULL is fine */
 
-/* Weights as torch.nn.Linear stores them, row-major [out_features, in_features]:
- * wq [H*hd, d_model], wk [H*hd, kdim], wv [H*hd, vdim], wo [d_model, H*hd].
- * Biases bq, bk, bv [H*hd], bo [d_model]; NULL when use_bias is 0. The handle copies them.
+/* Weights as torch.nn.Linear stores them, row-major [out_features, in_features], with H heads
+ * of hd (head_dim) query/key features, Hkv key/value heads and vhd (v_head_dim) value features:
+ * wq [H*hd, d_model], wk [Hkv*hd, kdim], wv [Hkv*vhd, vdim], wo [d_model, H*vhd].
+ * Biases bq [H*hd], bk [Hkv*hd], bv [Hkv*vhd], bo [d_model]; NULL when use_bias is 0. Query head
+ * h reads key/value head h / (H / Hkv) (PyTorch's enable_gqa). The handle copies them.
  * Safe to call while other threads run attngen_mha_forward(_device) on the same handle, and
  * from several threads at once: the new weights are copied without blocking forwards, then
  * swapped in once the forwards running at that moment have finished. Forwards that run before
@@ -98,7 +120,9 @@ ATTNGEN_API attngen_status attngen_mha_set_weights(attngen_mha *m, const float *
 
 /* query [batch, q_len, d_model], key [batch, kv_len, kdim], value [batch, kv_len, vdim].
  * out [batch, q_len, d_model]. weights: NULL, or [batch, num_heads, q_len, kv_len] softmax
- * probabilities. mask: NULL = none. On any error nothing is written to out or weights.
+ * probabilities. mask: NULL = none. With rotary positions, key j has position j and query i
+ * position i + kv_len - q_len; the rotary angle of position p, pair k, is
+ * p * rope_theta^(-2k/rotary_dim). On any error nothing is written to out or weights.
  * Safe to call from several threads at once on one handle. */
 ATTNGEN_API attngen_status attngen_mha_forward(attngen_mha *m, int32_t batch, int32_t q_len,
                                                int32_t kv_len, const float *query, const float *key,
@@ -137,6 +161,55 @@ ATTNGEN_API attngen_status attngen_sdpa(int32_t batch, int32_t heads, int32_t q_
                                         int32_t dk, int32_t dv, const float *q, const float *k,
                                         const float *v, const attngen_mask *mask, float scale,
                                         float *out, float *weights);
+
+/* attngen_sdpa with grouped key/value heads: k [batch, kv_heads, kv_len, dk],
+ * v [batch, kv_heads, kv_len, dv]; kv_heads divides heads and query head h reads key/value
+ * head h / (heads / kv_heads). No copy of k or v is made per query head. */
+ATTNGEN_API attngen_status attngen_sdpa_gqa(int32_t batch, int32_t heads, int32_t kv_heads,
+                                            int32_t q_len, int32_t kv_len, int32_t dk, int32_t dv,
+                                            const float *q, const float *k, const float *v,
+                                            const attngen_mask *mask, float scale, float *out,
+                                            float *weights);
+
+/* A KV cache: the projected (and rotated) keys and values of up to max_batch sequences
+ * ("items") of up to max_len positions each, in the handle's precision, on the CPU. Items start
+ * empty. A cache is bound to the handle it was created from (its heads, head sizes and
+ * precision) and usable with that handle only; the handle must outlive it. GPU handles answer
+ * ATTNGEN_ERROR_UNSUPPORTED for now. */
+typedef struct attngen_kv_cache attngen_kv_cache; /* opaque */
+
+ATTNGEN_API attngen_status attngen_kv_cache_create(const attngen_mha *m, int32_t max_batch,
+                                                   int32_t max_len, attngen_kv_cache **out);
+ATTNGEN_API void attngen_kv_cache_destroy(attngen_kv_cache *c); /* NULL is fine */
+/* lengths [max_batch]: the positions each item holds. */
+ATTNGEN_API attngen_status attngen_kv_cache_lengths(const attngen_kv_cache *c, int32_t *lengths);
+/* Empties item `item`, or every item for -1. */
+ATTNGEN_API attngen_status attngen_kv_cache_reset(attngen_kv_cache *c, int32_t item);
+
+/* Projects key [batch, len, kdim] and value [batch, len, vdim] with the handle's weights (and
+ * rotates the keys, at positions n_b .. n_b + len - 1) and appends row block b to cache item
+ * items[b] (items: [batch] distinct item numbers, or NULL for 0..batch-1) at its current
+ * length n_b. ATTNGEN_ERROR_SHAPE when an item would pass max_len: then nothing is appended to
+ * any item. */
+ATTNGEN_API attngen_status attngen_kv_cache_append(attngen_mha *m, attngen_kv_cache *c,
+                                                   int32_t batch, const int32_t *items,
+                                                   int32_t len, const float *key,
+                                                   const float *value);
+
+/* query [batch, q_len, d_model] attends to everything item items[b] holds (n_b = its length),
+ * then the output projection: out [batch, q_len, d_model]. causal ATTNGEN_CAUSAL_NONE, or
+ * ATTNGEN_CAUSAL_BOTTOM_RIGHT: query i sees positions <= n_b - q_len + i (the rows just
+ * appended and all before them). Query i's rotary position is n_b - q_len + i. An item with
+ * nothing visible gives the output bias. Nothing is written on error. One call at a time per
+ * cache; forwards on different caches may run concurrently.
+ * One decoding step of self-attention for token rows x [batch, 1, d_model]:
+ *   attngen_kv_cache_append(m, c, batch, items, 1, x, x);
+ *   attngen_mha_forward_cached(m, c, batch, items, 1, x, ATTNGEN_CAUSAL_BOTTOM_RIGHT, out);
+ * A prompt of L tokens is the same two calls with len = q_len = L. */
+ATTNGEN_API attngen_status attngen_mha_forward_cached(attngen_mha *m, const attngen_kv_cache *c,
+                                                      int32_t batch, const int32_t *items,
+                                                      int32_t q_len, const float *query,
+                                                      attngen_causal causal, float *out);
 
 /* The projection stage on its own, as torch.nn.Linear computes it: y = x wᵀ + bias.
  * x [rows, in_features], w [out_features, in_features], bias [out_features] or NULL,

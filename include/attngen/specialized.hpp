@@ -31,6 +31,8 @@ namespace attngen::specialized {
 // An MHA module's sizes and weights, packed as the kernels take them. Arguments as for
 // attngen_mha_config and attngen_mha_set_weights (kdim, vdim 0 = d_model; biases NULL or all
 // four given); device: the kernel's (GPU kernels take more padding).
+// Grouped heads, a separate value head size and rotary positions are not taken here yet: the
+// kernel is called with num_kv_heads = num_heads, v_head_dim = head_dim and no rotation.
 struct MhaWeights {
     int32_t d_model, num_heads, head_dim, kdim, vdim;
     rt::PackedProjection q, k, v, o;
@@ -59,6 +61,8 @@ struct ForwardArguments {
     rt::TensorBuffer<float, 3> query, key, value;
     rt::ProjectionBuffers wq, wk, wv, wo;
     rt::MaskBuffers masks;
+    double one = 1.0;
+    rt::TensorBuffer<double, 1> no_rotation{&one, {1}};
     rt::FusedForwardInputs inputs;
 
     ForwardArguments(const MhaWeights &w, int32_t batch, int32_t q_len, int32_t kv_len,
@@ -81,6 +85,11 @@ struct ForwardArguments {
         inputs.wo = &wo;
         inputs.num_heads = w.num_heads;
         inputs.head_dim = w.head_dim;
+        inputs.num_kv_heads = w.num_heads;
+        inputs.v_head_dim = w.head_dim;
+        inputs.rope = ATTNGEN_ROPE_NONE;
+        inputs.rotary_dim = w.head_dim;
+        inputs.rope_inv_freq = no_rotation.get();
         inputs.scale = 1.0f / std::sqrt(float(w.head_dim));
         inputs.masks = &masks;
         attngen_install_error_handler();

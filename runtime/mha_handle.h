@@ -1,0 +1,56 @@
+// The attngen_mha handle: its resolved configuration and its packed projection weights, shared
+// by the entry points of mha.cpp (forward), kv_cache.cpp (the cache) and forward_cached.cpp.
+#ifndef ATTNGEN_RUNTIME_MHA_HANDLE_H
+#define ATTNGEN_RUNTIME_MHA_HANDLE_H
+
+#include <attngen/attngen.h>
+
+#include <memory>
+#include <shared_mutex>
+
+#include "device.h"
+#include "errors.h"
+#include "fused_forward_call.h"
+#include "mha_config.h"
+#include "packed_projection.h"
+
+namespace attngen::rt {
+
+// The packed projection weights with their kernel buffers (ProjectionBuffers: on a GPU they
+// are copied to the device once, in set_weights, and stay there until the weights are
+// replaced).
+struct ProjectionWeights {
+    PackedProjection q, k, v, o;
+    std::unique_ptr<ProjectionBuffers> wq, wk, wv, wo;
+    DeviceScratch device_copies;
+
+    attngen_status upload(attngen_device device) {
+        wq = std::make_unique<ProjectionBuffers>(q);
+        wk = std::make_unique<ProjectionBuffers>(k);
+        wv = std::make_unique<ProjectionBuffers>(v);
+        wo = std::make_unique<ProjectionBuffers>(o);
+        if (device == ATTNGEN_DEVICE_CPU) return ATTNGEN_OK;
+        const halide_device_interface_t *interface = gpu_interface_or_fail(device);
+        for (ProjectionBuffers *b : {wq.get(), wk.get(), wv.get(), wo.get()}) {
+            for (halide_buffer_t *buf : {b->weight.get(), b->bias.get()}) {
+                device_copies.track(buf);
+                buf->flags = halide_buffer_flag_host_dirty;
+                KernelContext context;
+                const int code = halide_copy_to_device(&context, buf, interface);
+                if (code != 0) return kernel_failure("weight upload", code, context);
+            }
+        }
+        return ATTNGEN_OK;
+    }
+};
+
+}  // namespace attngen::rt
+
+struct attngen_mha {
+    attngen::rt::ResolvedConfig config;
+    // Forward calls share the weights; set_weights replaces them exclusively.
+    mutable std::shared_mutex projections_mutex;
+    std::unique_ptr<attngen::rt::ProjectionWeights> projections;
+};
+
+#endif  // ATTNGEN_RUNTIME_MHA_HANDLE_H
