@@ -345,9 +345,162 @@ class LinearGenerator : public AttngenGenerator<LinearGenerator> {
     }
 };
 
+// Keys and values appended to a KV cache (attngen_kv_cache_append): both projections, the keys
+// rotated at positions(b) + l. k_rows (l, d, hk, b) is laid out as the cache keeps keys,
+// positions innermost; v_rows (c, l, hk, b) as it keeps values.
+class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
+  public:
+    Input<Buffer<float, 3>> key{"key"};                  // (kdim, len, batch)
+    Input<Buffer<float, 3>> value{"value"};              // (vdim, len, batch)
+    Input<Buffer<float, 2>> wk_t{"wk_t"}, wv_t{"wv_t"};  // padded, as the fused forward's
+    Input<Buffer<float, 1>> bk{"bk"}, bv{"bv"};
+    Input<int> head_dim{"head_dim", 64, 1, 1 << 16};
+    Input<int> v_head_dim{"v_head_dim", 64, 1, 1 << 16};
+    Input<int> rope{"rope", 0, 0, 2};
+    Input<int> rotary_dim{"rotary_dim", 64, 0, 1 << 16};
+    Input<Buffer<double, 1>> rope_inv_freq{"rope_inv_freq"};
+    Input<Buffer<int32_t, 1>> positions{"positions"};  // (batch): the first position of row 0
+    Output<Buffer<float, 4>> k_rows{"k_rows"};         // (len, head_dim, kv_heads, batch)
+    Output<Buffer<float, 4>> v_rows{"v_rows"};         // (v_head_dim, len, kv_heads, batch)
+
+    void generate() {
+        require_cpu_target();
+        const Expr len = key.dim(1).extent(), batch = key.dim(2).extent();
+        ProjectionStage pk =
+            define_projection("k_proj", as_rows(bounded(key), len), key.dim(0).extent(), 1,
+                              len * batch, bounded(wk_t), bounded(bk));
+        ProjectionStage pv =
+            define_projection("v_proj", as_rows(bounded(value), len), value.dim(0).extent(), 1,
+                              len * batch, bounded(wv_t), bounded(bv));
+        Func kh = split_heads("k_heads", pk.result, head_dim, len);
+        Func vh = split_heads("v_heads", pv.result, v_head_dim, len);
+        Var l("l"), d("d"), c("c"), hk("hk"), b("b");
+        const Func first = bounded(positions);
+        Func position("k_position");
+        position(l, b) = first(b) + l;
+        Func kr =
+            rotary("k_rotated", kh, RopeInputs{rope, rotary_dim, bounded(rope_inv_freq)}, position);
+        k_rows(l, d, hk, b) = kr(d, l, hk, b);
+        v_rows(c, l, hk, b) = vh(c, l, hk, b);
+
+        key.set_estimates({{0, kEstModel}, {0, 1}, {0, 8}});
+        value.set_estimates({{0, kEstModel}, {0, 1}, {0, 8}});
+        for (auto *w : {&wk_t, &wv_t}) w->set_estimates({{0, kEstModel}, {0, kEstModel}});
+        for (auto *bias : {&bk, &bv}) bias->set_estimates({{0, kEstModel}});
+        head_dim.set_estimate(kEstHeadDim);
+        v_head_dim.set_estimate(kEstHeadDim);
+        rope.set_estimate(1);
+        rotary_dim.set_estimate(kEstHeadDim);
+        rope_inv_freq.set_estimates({{0, kEstHeadDim / 2}});
+        positions.set_estimates({{0, 8}});
+        k_rows.set_estimates({{0, 1}, {0, kEstHeadDim}, {0, kEstHeads}, {0, 8}});
+        v_rows.set_estimates({{0, kEstHeadDim}, {0, 1}, {0, kEstHeads}, {0, 8}});
+        if (using_autoscheduler()) return;
+        const Target t = get_target();
+        for (ProjectionStage *p : {&pk, &pv}) schedule_projection_cpu(*p, t, cpu_knobs());
+        Var hb("hb");
+        k_rows.fuse(hk, b, hb).parallel(hb);
+        v_rows.fuse(hk, b, hb).parallel(hb).vectorize(c, t.natural_vector_size<float>(),
+                                                      TailStrategy::GuardWithIf);
+    }
+};
+
+// The cached forward (attngen_mha_forward_cached): the query projection, rotated at the
+// positions the cache says, attention over the cache (define_decode_attention) and the output
+// projection.
+class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
+  public:
+    Input<Buffer<float, 3>> query{"query"};  // (d_model, q_len, batch)
+    Input<Buffer<float, 2>> wq_t{"wq_t"}, wo_t{"wo_t"};
+    Input<Buffer<float, 1>> bq{"bq"}, bo{"bo"};
+    Input<Buffer<float, 4>> k_cache{"k_cache"};    // (max_len, head_dim, kv_heads, max_batch)
+    Input<Buffer<float, 4>> v_cache{"v_cache"};    // (v_head_dim, max_len, kv_heads, max_batch)
+    Input<Buffer<int32_t, 1>> items{"items"};      // (batch)
+    Input<Buffer<int32_t, 1>> lengths{"lengths"};  // (batch): the positions each item holds
+    Input<int> num_heads{"num_heads", 1, 1, 1 << 16};
+    Input<int> num_kv_heads{"num_kv_heads", 1, 1, 1 << 16};
+    Input<int> head_dim{"head_dim", 64, 1, 1 << 16};
+    Input<int> v_head_dim{"v_head_dim", 64, 1, 1 << 16};
+    Input<int> rope{"rope", 0, 0, 2};
+    Input<int> rotary_dim{"rotary_dim", 64, 0, 1 << 16};
+    Input<Buffer<double, 1>> rope_inv_freq{"rope_inv_freq"};
+    Input<float> scale{"scale", 1.0f};
+    Input<int> causal{"causal", 0, 0, 2};
+    Input<int> key_limit{"key_limit", 1, 0, 1 << 30};  // the largest length in this call
+    Output<Buffer<float, 2>> output{"output"};         // (d_model, q_len * batch)
+
+    void generate() {
+        require_cpu_target();
+        const Expr q_len = query.dim(1).extent(), batch = query.dim(2).extent();
+        ProjectionStage pq =
+            define_projection("q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1,
+                              q_len * batch, bounded(wq_t), bounded(bq));
+        Func qh = split_heads("q_heads", pq.result, head_dim, q_len);
+        Var l("l"), b("b");
+        const Func n = bounded(lengths);
+        Func position("q_position");
+        position(l, b) = n(b) - q_len + l;
+        Func qr =
+            rotary("q_rotated", qh, RopeInputs{rope, rotary_dim, bounded(rope_inv_freq)}, position);
+
+        DecodeInputs in;
+        in.q = qr;
+        in.k_cache = bounded(k_cache);
+        in.v_cache = bounded(v_cache);
+        in.items = bounded(items);
+        in.lengths = n;
+        in.dk = head_dim;
+        in.dv = v_head_dim;
+        in.q_len = q_len;
+        in.group = num_heads / num_kv_heads;
+        in.scale = scale;
+        in.causal = causal;
+        in.key_limit = key_limit;
+        in.max_len = k_cache.dim(0).extent();
+        in.max_items = k_cache.dim(3).extent();
+        const CpuScheduleKnobs knobs = resolve_cpu_knobs(cpu_knobs(), get_target());
+        DecodeAttentionStage a = define_decode_attention(in, knobs.decode_split_keys);
+
+        Func merged("merged_heads");
+        Var d("d"), g("g"), row("row");
+        merged(d, g, row) = a.out(d, row % q_len, g, row / q_len);
+        ProjectionStage po = define_projection("out_proj", merged, v_head_dim, num_heads,
+                                               q_len * batch, bounded(wo_t), bounded(bo));
+        output = po.result;
+
+        query.set_estimates({{0, kEstModel}, {0, 1}, {0, 1}});
+        wq_t.set_estimates({{0, kEstModel}, {0, kEstModel}});
+        wo_t.set_estimates({{0, kEstModel}, {0, kEstModel}});
+        bq.set_estimates({{0, kEstModel}});
+        bo.set_estimates({{0, kEstModel}});
+        k_cache.set_estimates({{0, 1024}, {0, kEstHeadDim}, {0, kEstHeads}, {0, 1}});
+        v_cache.set_estimates({{0, kEstHeadDim}, {0, 1024}, {0, kEstHeads}, {0, 1}});
+        items.set_estimates({{0, 1}});
+        lengths.set_estimates({{0, 1}});
+        num_heads.set_estimate(kEstHeads);
+        num_kv_heads.set_estimate(kEstHeads);
+        head_dim.set_estimate(kEstHeadDim);
+        v_head_dim.set_estimate(kEstHeadDim);
+        rope.set_estimate(0);
+        rotary_dim.set_estimate(kEstHeadDim);
+        rope_inv_freq.set_estimates({{0, kEstHeadDim / 2}});
+        scale.set_estimate(0.125f);
+        causal.set_estimate(2);
+        key_limit.set_estimate(1024);
+        output.set_estimates({{0, kEstModel}, {0, 1}});
+        if (using_autoscheduler()) return;
+        const Target t = get_target();
+        schedule_projection_cpu(pq, t, cpu_knobs());
+        schedule_projection_cpu(po, t, cpu_knobs());
+        schedule_decode_attention_cpu(a, t, cpu_knobs());
+    }
+};
+
 }  // namespace
 }  // namespace attngen
 
 HALIDE_REGISTER_GENERATOR(attngen::SdpaGenerator, attngen_sdpa)
 HALIDE_REGISTER_GENERATOR(attngen::MhaForwardGenerator, attngen_mha_forward)
 HALIDE_REGISTER_GENERATOR(attngen::LinearGenerator, attngen_linear)
+HALIDE_REGISTER_GENERATOR(attngen::KvProjectGenerator, attngen_kv_project)
+HALIDE_REGISTER_GENERATOR(attngen::MhaDecodeGenerator, attngen_mha_decode)

@@ -141,6 +141,9 @@ CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
     k.out_rows = pick(k.out_rows, 4);
     k.key_block = pick(k.key_block, 128);
     k.long_query_block = pick(k.long_query_block, 128);
+    // 256 keys of a 128-wide head are 128 KiB of keys and values per split: a split's K and V
+    // stay in L2 while its rows are computed, and a cache of 4096 gives 16 splits per head.
+    k.decode_split_keys = pick(k.decode_split_keys, 256);
     return k;
 }
 
@@ -205,12 +208,52 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
         .unroll(p.n);
 }
 
+void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target,
+                                   const CpuScheduleKnobs &requested) {
+    const CpuScheduleKnobs knobs = resolve_cpu_knobs(requested, target);
+    const int vec = vector_width(target);
+    const Var &j = a.j, &r = a.r, &c = a.c, &d = a.d, &hk = a.hk, &b = a.b, &u = a.u, &s = a.s;
+
+    a.q_rows.compute_root().vectorize(d, vec, TailStrategy::GuardWithIf);
+
+    // A task reads its split of one key/value head's cache once for every query row of the
+    // group: the memory traffic a decoding step cannot avoid.
+    Var task("task");
+    a.split_out.compute_root()
+        .reorder(c, r, s, hk, b)
+        .fuse(s, hk, task)
+        .fuse(task, b, task)
+        .parallel(task)
+        .vectorize(c, vec, TailStrategy::GuardWithIf);
+    const LoopLevel at(a.split_out, task);
+    schedule_register_tile_at(a.score, at, j, r, a.r_dot, knobs.score_vectors, knobs.score_rows,
+                              vec);
+    a.logit.compute_at(at).vectorize(j, vec);
+    for (Func f : {a.max_lanes, a.sum_lanes}) {
+        f.compute_at(at).vectorize(u, vec);
+        f.update().vectorize(u, vec);
+    }
+    a.split_max.compute_at(at);
+    a.split_sum.compute_at(at);
+    a.probs.compute_at(at).vectorize(j, vec);
+    schedule_register_tile_at(a.split_acc, at, c, r, a.r_keys, knobs.out_vectors, knobs.out_rows,
+                              vec);
+
+    // The merge, per key/value head and batch row.
+    Var hb("hb");
+    a.rows_out.compute_root().fuse(hk, b, hb).parallel(hb).vectorize(c, vec,
+                                                                     TailStrategy::GuardWithIf);
+    for (Func f : {a.total_max, a.total_sum, a.split_weight}) f.compute_at(a.rows_out, hb);
+    a.merged.compute_at(a.rows_out, hb).vectorize(c, vec, TailStrategy::GuardWithIf);
+    a.merged.update().vectorize(c, vec, TailStrategy::GuardWithIf);
+}
+
 void schedule_rope_angles_cpu(Func angles, const Target &target, const RopeInputs &rope) {
     const std::vector<Var> a = angles.args();
     Var lb("lb");
     angles.compute_root()
         .fuse(a[1], a[2], lb)
-        .parallel(lb, 64)
+        .parallel(lb, 64, TailStrategy::GuardWithIf)
         .vectorize(a[0], vector_width(target), TailStrategy::GuardWithIf)
         .specialize(rope.mode == 0);
 }

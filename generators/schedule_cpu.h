@@ -50,6 +50,12 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Halide::Target &
 void schedule_rope_angles_cpu(Halide::Func angles, const Halide::Target &target,
                               const RopeInputs &rope);
 
+// Schedules the decode attention (define_decode_attention): one parallel task per (split,
+// key/value head, batch row), the merge per (key/value head, batch row). a.out is inlined into
+// its consumer (the output projection).
+void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Halide::Target &target,
+                                   const CpuScheduleKnobs &knobs);
+
 // Packs a [out, in] weight into (o, f) order for a projection, at root.
 void schedule_weight_pack_cpu(Halide::Func pack, const Halide::Target &target);
 

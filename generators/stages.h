@@ -179,6 +179,46 @@ FlashAttentionStage define_flash_attention(const Halide::Func &q, const Halide::
                                            const Halide::Expr &scale, const MaskInputs &mask,
                                            const Halide::Expr &query_block, int key_block);
 
+// Attention of a few queries over a KV cache, as decoding runs it (stages_decode.cpp): the
+// queries that share a key/value head are the rows of one problem, the cached keys are split
+// into blocks of split_keys computed apart (in parallel, when there are too few heads and items
+// to feed the cores), and the blocks' results merged by their log-sum-exp (FlashDecoding).
+struct DecodeInputs {
+    Halide::Func q;        // (d, i, h, b): the projected, rotated queries
+    Halide::Func k_cache;  // (j, d, hk, item): keys, positions innermost
+    Halide::Func v_cache;  // (c, j, hk, item)
+    Halide::Func items;    // (b) -> the cache item of batch row b
+    Halide::Func lengths;  // (b) -> the positions that item holds, n_b
+    Halide::Expr dk, dv, q_len, group, scale;
+    Halide::Expr causal;     // 0 none, 2 bottom-right: query i sees positions <= n_b - q_len + i
+    Halide::Expr key_limit;  // the largest n_b of the call: keys past it are never read
+    Halide::Expr max_len;    // positions the cache holds per item
+    Halide::Expr max_items;  // items the cache holds (the runtime checks items(b) < max_items)
+};
+
+struct DecodeAttentionStage {
+    Halide::Func q_rows;     // (d, r, hk, b): query i = r / group of head hk * group + r % group
+    Halide::Func score;      // (j, r, hk, b): q . k, reduction over r_dot
+    Halide::Func logit;      // (j, r, hk, b): scaled, the lowest float where masked
+    Halide::Func max_lanes;  // (u, s, r, hk, b)
+    Halide::Func split_max;  // (s, r, hk, b)
+    Halide::Func probs;      // (j, r, hk, b): exp(logit - its split's max)
+    Halide::Func sum_lanes;  // (u, s, r, hk, b)
+    Halide::Func split_sum;  // (s, r, hk, b)
+    Halide::Func split_acc;  // (c, s, r, hk, b): probs x values over the split's keys
+    Halide::Func split_out;  // (c, s, r, hk, b): outputs for c < dv, then max and sum
+    Halide::Func total_max, split_weight, total_sum;  // the merge, (r, hk, b) and (s, r, hk, b)
+    Halide::Func merged;                              // (c, r, hk, b)
+    Halide::Func rows_out;                            // (c, r, hk, b)
+    Halide::Func out;                                 // (c, i, h, b)
+    Halide::Var j{"j"}, r{"r"}, c{"c"}, d{"d"}, hk{"hk"}, b{"b"}, u{"u"}, s{"s"}, i{"i"}, h{"h"};
+    Halide::RDom r_dot, r_lane_groups, r_lanes, r_keys, r_splits;
+    Halide::Expr split_keys, num_splits, rows;
+};
+
+// split_keys must be a multiple of kReductionLanes.
+DecodeAttentionStage define_decode_attention(const DecodeInputs &in, int split_keys);
+
 }  // namespace attngen
 
 #endif  // ATTNGEN_GENERATORS_STAGES_H

@@ -104,6 +104,12 @@ struct MhaConfig {
     int32_t head_dim = 0;  // 0 = d_model / num_heads
     bool use_bias = true;
     attngen_device device = ATTNGEN_DEVICE_CPU;
+    int32_t num_kv_heads = 0;  // 0 = num_heads; must divide it (GQA; 1 = MQA)
+    int32_t v_head_dim = 0;    // 0 = head_dim
+    attngen_precision precision = ATTNGEN_PRECISION_F32;
+    attngen_rope rope = ATTNGEN_ROPE_NONE;
+    int32_t rotary_dim = 0;   // 0 = head_dim
+    float rope_theta = 0.0f;  // 0 = 10000
 };
 
 // Multi-head attention with its own copy of the weights. Movable, not copyable.
@@ -119,10 +125,18 @@ class MultiHeadAttention {
         c.head_dim = config.head_dim;
         c.use_bias = config.use_bias ? 1 : 0;
         c.device = config.device;
+        c.num_kv_heads = config.num_kv_heads;
+        c.v_head_dim = config.v_head_dim;
+        c.precision = config.precision;
+        c.rope = config.rope;
+        c.rotary_dim = config.rotary_dim;
+        c.rope_theta = config.rope_theta;
         check(attngen_mha_create(&c, &handle_));
         if (config_.kdim == 0) config_.kdim = config_.d_model;
         if (config_.vdim == 0) config_.vdim = config_.d_model;
         if (config_.head_dim == 0) config_.head_dim = config_.d_model / config_.num_heads;
+        if (config_.num_kv_heads == 0) config_.num_kv_heads = config_.num_heads;
+        if (config_.v_head_dim == 0) config_.v_head_dim = config_.head_dim;
     }
     ~MultiHeadAttention() { attngen_mha_destroy(handle_); }
     MultiHeadAttention(const MultiHeadAttention &) = delete;
@@ -149,14 +163,17 @@ class MultiHeadAttention {
                      TensorView<const float> bq = {}, TensorView<const float> bk = {},
                      TensorView<const float> bv = {}, TensorView<const float> bo = {}) {
         const int64_t inner = int64_t(config_.num_heads) * config_.head_dim;
+        const int64_t kv_inner = int64_t(config_.num_kv_heads) * config_.head_dim;
+        const int64_t v_inner = int64_t(config_.num_kv_heads) * config_.v_head_dim;
+        const int64_t out_inner = int64_t(config_.num_heads) * config_.v_head_dim;
         detail::expect_shape(wq, "wq", {inner, config_.d_model});
-        detail::expect_shape(wk, "wk", {inner, config_.kdim});
-        detail::expect_shape(wv, "wv", {inner, config_.vdim});
-        detail::expect_shape(wo, "wo", {config_.d_model, inner});
+        detail::expect_shape(wk, "wk", {kv_inner, config_.kdim});
+        detail::expect_shape(wv, "wv", {v_inner, config_.vdim});
+        detail::expect_shape(wo, "wo", {config_.d_model, out_inner});
         if (config_.use_bias) {
             detail::expect_shape(bq, "bq", {inner});
-            detail::expect_shape(bk, "bk", {inner});
-            detail::expect_shape(bv, "bv", {inner});
+            detail::expect_shape(bk, "bk", {kv_inner});
+            detail::expect_shape(bv, "bv", {v_inner});
             detail::expect_shape(bo, "bo", {config_.d_model});
         }
         check(attngen_mha_set_weights(handle_, wq.data(), wk.data(), wv.data(), wo.data(),
@@ -188,9 +205,77 @@ class MultiHeadAttention {
     attngen_mha *handle_ = nullptr;
 };
 
-// Scaled dot-product attention on projected heads: q [B, H, Lq, dk], k [B, H, Lkv, dk],
-// v [B, H, Lkv, dv] -> out [B, H, Lq, dv]; weights empty or [B, H, Lq, Lkv].
-// scale 0 means 1/sqrt(dk).
+// The projected (and rotated) keys and values of up to max_batch sequences ("items") of up to
+// max_len positions, bound to the MultiHeadAttention it was made from (which must outlive it).
+// One call at a time per cache; different caches may be used concurrently. Movable.
+class KvCache {
+  public:
+    KvCache(const MultiHeadAttention &mha, int32_t max_batch, int32_t max_len)
+        : mha_(&mha), max_batch_(max_batch) {
+        check(attngen_kv_cache_create(mha.handle(), max_batch, max_len, &cache_));
+    }
+    ~KvCache() { attngen_kv_cache_destroy(cache_); }
+    KvCache(const KvCache &) = delete;
+    KvCache &operator=(const KvCache &) = delete;
+    KvCache(KvCache &&o) noexcept : mha_(o.mha_), max_batch_(o.max_batch_), cache_(o.cache_) {
+        o.cache_ = nullptr;
+    }
+
+    attngen_kv_cache *handle() const noexcept { return cache_; }
+
+    // The positions each item holds, [max_batch].
+    std::vector<int32_t> lengths() const {
+        std::vector<int32_t> n(max_batch_);
+        check(attngen_kv_cache_lengths(cache_, n.data()));
+        return n;
+    }
+    void reset(int32_t item = -1) { check(attngen_kv_cache_reset(cache_, item)); }
+
+    // key [B, L, kdim], value [B, L, vdim] appended to items (empty = 0..B-1).
+    void append(TensorView<const float> key, TensorView<const float> value,
+                const std::vector<int32_t> &items = {}) {
+        const MhaConfig &c = mha_->config();
+        const int32_t batch = detail::dim(key, 0, "key"), len = detail::dim(key, 1, "key");
+        detail::expect_shape(key, "key", {batch, len, c.kdim});
+        detail::expect_shape(value, "value", {batch, len, c.vdim});
+        expect_items(items, batch);
+        check(attngen_kv_cache_append(mha_->handle(), cache_, batch,
+                                      items.empty() ? nullptr : items.data(), len, key.data(),
+                                      value.data()));
+    }
+
+    // query [B, Lq, d_model] over everything items hold -> out [B, Lq, d_model].
+    void forward(TensorView<const float> query, TensorView<float> out,
+                 attngen_causal causal = ATTNGEN_CAUSAL_BOTTOM_RIGHT,
+                 const std::vector<int32_t> &items = {}) const {
+        const MhaConfig &c = mha_->config();
+        const int32_t batch = detail::dim(query, 0, "query"),
+                      q_len = detail::dim(query, 1, "query");
+        detail::expect_shape(query, "query", {batch, q_len, c.d_model});
+        detail::expect_shape(out, "out", {batch, q_len, c.d_model});
+        expect_items(items, batch);
+        check(attngen_mha_forward_cached(mha_->handle(), cache_, batch,
+                                         items.empty() ? nullptr : items.data(), q_len,
+                                         query.data(), causal, out.data()));
+    }
+
+  private:
+    static void expect_items(const std::vector<int32_t> &items, int32_t batch) {
+        if (!items.empty() && int64_t(items.size()) != batch) {
+            throw Error(ATTNGEN_ERROR_SHAPE, "items: expected " + std::to_string(batch) +
+                                                 " item numbers, got " +
+                                                 std::to_string(items.size()));
+        }
+    }
+
+    const MultiHeadAttention *mha_;
+    int32_t max_batch_;
+    attngen_kv_cache *cache_ = nullptr;
+};
+
+// Scaled dot-product attention on projected heads: q [B, H, Lq, dk], k [B, Hkv, Lkv, dk],
+// v [B, Hkv, Lkv, dv] -> out [B, H, Lq, dv], Hkv dividing H (query head h reads h / (H / Hkv));
+// weights empty or [B, H, Lq, Lkv]. scale 0 means 1/sqrt(dk).
 inline void scaled_dot_product_attention(TensorView<const float> q, TensorView<const float> k,
                                          TensorView<const float> v, TensorView<float> out,
                                          const Mask &mask = {}, float scale = 0.0f,
@@ -199,13 +284,14 @@ inline void scaled_dot_product_attention(TensorView<const float> q, TensorView<c
     const int32_t lq = detail::dim(q, 2, "q"), dk = detail::dim(q, 3, "q");
     const int32_t lkv = detail::dim(k, 2, "k"), dv = detail::dim(v, 3, "v");
     detail::expect_shape(q, "q", {b, h, lq, dk});
-    detail::expect_shape(k, "k", {b, h, lkv, dk});
-    detail::expect_shape(v, "v", {b, h, lkv, dv});
+    const int32_t hkv = detail::dim(k, 1, "k");
+    detail::expect_shape(k, "k", {b, hkv, lkv, dk});
+    detail::expect_shape(v, "v", {b, hkv, lkv, dv});
     detail::expect_shape(out, "out", {b, h, lq, dv});
     if (!weights.empty()) detail::expect_shape(weights, "weights", {b, h, lq, lkv});
     const attngen_mask m = mask.to_c();
-    check(attngen_sdpa(b, h, lq, lkv, dk, dv, q.data(), k.data(), v.data(), &m, scale, out.data(),
-                       weights.data()));
+    check(attngen_sdpa_gqa(b, h, hkv, lq, lkv, dk, dv, q.data(), k.data(), v.data(), &m, scale,
+                           out.data(), weights.data()));
 }
 
 // y [rows, out] = x [rows, in] wᵀ + bias, with w [out, in] as torch.nn.Linear stores it.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <attngen/attngen.h>
 #include "Halide.h"
 #include "layout.h"
 #include "reference.h"
@@ -301,6 +302,49 @@ TEST(Projection, RegisterTileEdgesOfRowsAndFeatures) {
         for (int rows : {1, tile_rows - 1, tile_rows + 1, task_rows - 1, task_rows + 1}) {
             for (int out : {1, tile_features - 1, tile_features + 1, 67}) {
                 if (rows >= 1 && out >= 1) check_projection(pipeline, rows, 13, out);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// define_rope_angles and apply_rope: the formula of DESIGN.md at positions far past 2^16.
+
+TEST(Rope, MatchesTheFormulaAtLargePositions) {
+    const int head_dim = 16, len = 6;
+    for (attngen_rope mode : {ATTNGEN_ROPE_HALF, ATTNGEN_ROPE_INTERLEAVED}) {
+        for (int rotary_dim : {16, 10}) {
+            for (long long first : {0LL, 65531LL, 1000003LL, 50000017LL}) {
+                SCOPED_TRACE("mode " + std::to_string(int(mode)) + " rotary_dim " +
+                             std::to_string(rotary_dim) + " first position " +
+                             std::to_string(first));
+                const double theta = 10000.0;
+                Buffer<float> x(head_dim, len, 1, 1);
+                std::vector<double> want(size_t(head_dim) * len);
+                for (int l = 0; l < len; ++l)
+                    for (int d = 0; d < head_dim; ++d)
+                        want[size_t(l) * head_dim + d] = x(d, l, 0, 0) =
+                            float((l * 7 + d * 3) % 11 - 5) / 4;
+                attngen_ref::rope(want, 1, 1, len, head_dim, mode, rotary_dim, theta, {first});
+                Buffer<double> inv_freq(rotary_dim / 2);
+                for (int k = 0; k < rotary_dim / 2; ++k)
+                    inv_freq(k) = std::pow(theta, -2.0 * k / rotary_dim);
+                Var l("l"), b("b");
+                Func position("position");
+                position(l, b) = cast<int32_t>(int32_t(first)) + l;
+                const attngen::RopeInputs rope{Expr(int(mode)), Expr(rotary_dim), Func(inv_freq)};
+                const attngen::RopeAngles angles =
+                    attngen::define_rope_angles("angles", rope, position);
+                Func rotated = attngen::apply_rope("rotated", Func(x), rope, angles);
+                Buffer<float> got = rotated.realize({head_dim, len, 1, 1});
+                for (int ll = 0; ll < len; ++ll) {
+                    for (int d = 0; d < head_dim; ++d) {
+                        // |x| <= 1.25: float rounding of the products and the sum, and the
+                        // float cos and sin of an angle reduced in double.
+                        ASSERT_NEAR(got(d, ll, 0, 0), want[size_t(ll) * head_dim + d], 1e-6)
+                            << "d " << d << " l " << ll;
+                    }
+                }
             }
         }
     }

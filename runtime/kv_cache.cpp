@@ -1,0 +1,325 @@
+// attngen_kv_cache: projected, rotated keys and values per item, appended step by step, and the
+// cached forward that attends to them (attngen_mha_forward_cached).
+//
+// Layout, chosen for the decode kernel: keys [item][kv_head][head_dim][max_len] (positions
+// innermost, so a split of keys is a run of whole vectors for the scores), values
+// [item][kv_head][max_len][v_head_dim] (features innermost, for probs x values).
+#include <attngen/attngen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "attngen_kv_project_cpu.h"
+#include "attngen_mha_decode_cpu.h"
+#include "errors.h"
+#include "mha_handle.h"
+#include "staged_output.h"
+#include "tensor_buffer.h"
+#include "validate.h"
+
+using namespace attngen::rt;
+
+struct attngen_kv_cache {
+    const attngen_mha *owner;
+    int32_t max_batch, max_len;
+    int32_t kv_heads, head_dim, v_head_dim;
+    std::vector<float> keys;    // [max_batch][kv_heads][head_dim][max_len]
+    std::vector<float> values;  // [max_batch][kv_heads][max_len][v_head_dim]
+    std::vector<int32_t> lengths;
+
+    size_t key_offset(int32_t item, int32_t hk, int32_t d, int32_t position) const {
+        return ((size_t(item) * kv_heads + hk) * head_dim + d) * max_len + position;
+    }
+    size_t value_offset(int32_t item, int32_t hk, int32_t position) const {
+        return ((size_t(item) * kv_heads + hk) * max_len + position) * v_head_dim;
+    }
+};
+
+namespace {
+
+attngen_status require_cache_of(const attngen_mha *m, const attngen_kv_cache *c) {
+    ATTNGEN_RETURN_IF_ERROR(require_not_null(m, "m"));
+    ATTNGEN_RETURN_IF_ERROR(require_not_null(c, "c"));
+    if (c->owner != m) {
+        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                    "the cache was created from another handle; a cache is bound to the handle "
+                    "it was created from");
+    }
+    return ATTNGEN_OK;
+}
+
+// items: NULL for 0..batch-1, or batch distinct item numbers below max_batch. Fills *resolved.
+attngen_status resolve_items(const attngen_kv_cache *c, int32_t batch, const int32_t *items,
+                             std::vector<int32_t> *resolved) {
+    ATTNGEN_RETURN_IF_ERROR(require_positive(batch, "batch"));
+    if (batch > c->max_batch) {
+        return fail(ATTNGEN_ERROR_SHAPE, "batch (" + std::to_string(batch) +
+                                             ") exceeds the cache's max_batch (" +
+                                             std::to_string(c->max_batch) + ")");
+    }
+    resolved->resize(batch);
+    std::vector<bool> seen(c->max_batch, false);
+    for (int32_t b = 0; b < batch; ++b) {
+        const int32_t item = items ? items[b] : b;
+        if (item < 0 || item >= c->max_batch) {
+            return fail(ATTNGEN_ERROR_INVALID_ARGUMENT, "items[" + std::to_string(b) +
+                                                            "] = " + std::to_string(item) +
+                                                            " is not an item of this cache (0.." +
+                                                            std::to_string(c->max_batch - 1) + ")");
+        }
+        if (seen[item]) {
+            return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                        "items[" + std::to_string(b) + "] = " + std::to_string(item) +
+                            " appears twice; the items of one call must be distinct");
+        }
+        seen[item] = true;
+        (*resolved)[b] = item;
+    }
+    return ATTNGEN_OK;
+}
+
+// The cache keeps no NaN or infinity: it would reach every later step of its item.
+attngen_status require_finite(const float *x, size_t n, const char *name) {
+    for (size_t i = 0; i < n; ++i) {
+        if (!std::isfinite(x[i])) {
+            return fail(
+                ATTNGEN_ERROR_INVALID_ARGUMENT,
+                std::string(name) + " holds a non-finite value at element " + std::to_string(i));
+        }
+    }
+    return ATTNGEN_OK;
+}
+
+attngen_status require_projections(const attngen_mha *m) {
+    if (m->projections) return ATTNGEN_OK;
+    return fail(ATTNGEN_ERROR_INVALID_ARGUMENT, "called before attngen_mha_set_weights");
+}
+
+}  // namespace
+
+static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t max_batch,
+                                                   int32_t max_len, attngen_kv_cache **out) {
+    ATTNGEN_RETURN_IF_ERROR(require_not_null(m, "m"));
+    ATTNGEN_RETURN_IF_ERROR(require_not_null(out, "out"));
+    ATTNGEN_RETURN_IF_ERROR(require_positive(max_batch, "max_batch"));
+    ATTNGEN_RETURN_IF_ERROR(require_positive(max_len, "max_len"));
+    const ResolvedConfig &cfg = m->config;
+    if (cfg.device != ATTNGEN_DEVICE_CPU) {
+        return fail(ATTNGEN_ERROR_UNSUPPORTED,
+                    "KV caches run on the CPU in this build; the handle is for a GPU");
+    }
+    ATTNGEN_RETURN_IF_ERROR(require_addressable(
+        "the cache's keys", {max_batch, cfg.num_kv_heads, cfg.head_dim, max_len}, 4));
+    ATTNGEN_RETURN_IF_ERROR(require_addressable(
+        "the cache's values", {max_batch, cfg.num_kv_heads, max_len, cfg.v_head_dim}, 4));
+    std::unique_ptr<attngen_kv_cache> c(new (std::nothrow) attngen_kv_cache);
+    if (!c) return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, "cannot allocate the cache");
+    c->owner = m;
+    c->max_batch = max_batch;
+    c->max_len = max_len;
+    c->kv_heads = cfg.num_kv_heads;
+    c->head_dim = cfg.head_dim;
+    c->v_head_dim = cfg.v_head_dim;
+    try {
+        c->keys.assign(size_t(max_batch) * cfg.num_kv_heads * cfg.head_dim * max_len, 0.0f);
+        c->values.assign(size_t(max_batch) * cfg.num_kv_heads * max_len * cfg.v_head_dim, 0.0f);
+        c->lengths.assign(max_batch, 0);
+    } catch (const std::bad_alloc &) {
+        return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, "cannot allocate a cache of " +
+                                                     std::to_string(max_batch) + " items of " +
+                                                     std::to_string(max_len) + " positions");
+    }
+    install_halide_runtime_hooks();
+    *out = c.release();
+    clear_error();
+    return ATTNGEN_OK;
+}
+
+static attngen_status attngen_kv_cache_lengths_impl(const attngen_kv_cache *c, int32_t *lengths) {
+    ATTNGEN_RETURN_IF_ERROR(require_not_null(c, "c"));
+    ATTNGEN_RETURN_IF_ERROR(require_not_null(lengths, "lengths"));
+    std::copy(c->lengths.begin(), c->lengths.end(), lengths);
+    clear_error();
+    return ATTNGEN_OK;
+}
+
+static attngen_status attngen_kv_cache_reset_impl(attngen_kv_cache *c, int32_t item) {
+    ATTNGEN_RETURN_IF_ERROR(require_not_null(c, "c"));
+    if (item < -1 || item >= c->max_batch) {
+        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                    "item " + std::to_string(item) + " is neither -1 (every item) nor an item " +
+                        "of this cache (0.." + std::to_string(c->max_batch - 1) + ")");
+    }
+    if (item == -1) {
+        std::fill(c->lengths.begin(), c->lengths.end(), 0);
+    } else {
+        c->lengths[item] = 0;
+    }
+    clear_error();
+    return ATTNGEN_OK;
+}
+
+static attngen_status attngen_kv_cache_append_impl(attngen_mha *m, attngen_kv_cache *c,
+                                                   int32_t batch, const int32_t *items, int32_t len,
+                                                   const float *key, const float *value) {
+    ATTNGEN_RETURN_IF_ERROR(require_cache_of(m, c));
+    std::vector<int32_t> item_of;
+    ATTNGEN_RETURN_IF_ERROR(resolve_items(c, batch, items, &item_of));
+    ATTNGEN_RETURN_IF_ERROR(require_positive(len, "len"));
+    ATTNGEN_RETURN_IF_ERROR(require_not_null(key, "key"));
+    ATTNGEN_RETURN_IF_ERROR(require_not_null(value, "value"));
+    const ResolvedConfig &cfg = m->config;
+    ATTNGEN_RETURN_IF_ERROR(require_addressable("key", {batch, len, cfg.kdim}, 4));
+    ATTNGEN_RETURN_IF_ERROR(require_addressable("value", {batch, len, cfg.vdim}, 4));
+    for (int32_t b = 0; b < batch; ++b) {
+        const int32_t n = c->lengths[item_of[b]];
+        if (int64_t(n) + len > c->max_len) {
+            return fail(ATTNGEN_ERROR_SHAPE,
+                        "item " + std::to_string(item_of[b]) + " holds " + std::to_string(n) +
+                            " positions; " + std::to_string(len) + " more pass max_len (" +
+                            std::to_string(c->max_len) + "); nothing was appended");
+        }
+    }
+    ATTNGEN_RETURN_IF_ERROR(require_finite(key, size_t(batch) * len * cfg.kdim, "key"));
+    ATTNGEN_RETURN_IF_ERROR(require_finite(value, size_t(batch) * len * cfg.vdim, "value"));
+
+    std::shared_lock<std::shared_mutex> lock(m->projections_mutex);
+    ATTNGEN_RETURN_IF_ERROR(require_projections(m));
+    const ProjectionWeights &w = *m->projections;
+    std::vector<float> k_rows, v_rows;
+    std::vector<int32_t> first(batch);
+    try {
+        k_rows.resize(size_t(batch) * cfg.num_kv_heads * cfg.head_dim * len);
+        v_rows.resize(size_t(batch) * cfg.num_kv_heads * len * cfg.v_head_dim);
+    } catch (const std::bad_alloc &) {
+        return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, "cannot allocate the projected rows");
+    }
+    for (int32_t b = 0; b < batch; ++b) first[b] = c->lengths[item_of[b]];
+    TensorBuffer<float, 3> key_buf(key, {batch, len, cfg.kdim});
+    TensorBuffer<float, 3> value_buf(value, {batch, len, cfg.vdim});
+    TensorBuffer<double, 1> inv_freq(cfg.rope_inv_freq.data(), {int32_t(cfg.rope_inv_freq.size())});
+    TensorBuffer<int32_t, 1> first_buf(first.data(), {batch});
+    TensorBuffer<float, 4> k_buf(k_rows.data(), {batch, cfg.num_kv_heads, cfg.head_dim, len});
+    TensorBuffer<float, 4> v_buf(v_rows.data(), {batch, cfg.num_kv_heads, len, cfg.v_head_dim});
+    KernelContext context;
+    const int code = attngen_kv_project_cpu(
+        &context, key_buf.get(), value_buf.get(), w.wk->weight.get(), w.wv->weight.get(),
+        w.wk->bias.get(), w.wv->bias.get(), cfg.head_dim, cfg.v_head_dim, cfg.rope, cfg.rotary_dim,
+        inv_freq.get(), first_buf.get(), k_buf.get(), v_buf.get());
+    if (code != 0) return kernel_failure("attngen_kv_project_cpu", code, context);
+
+    // Every check has passed and the kernel succeeded: only now does the cache change.
+    for (int32_t b = 0; b < batch; ++b) {
+        const int32_t item = item_of[b], n = first[b];
+        for (int32_t hk = 0; hk < cfg.num_kv_heads; ++hk) {
+            for (int32_t d = 0; d < cfg.head_dim; ++d) {
+                const float *from =
+                    &k_rows[((size_t(b) * cfg.num_kv_heads + hk) * cfg.head_dim + d) * len];
+                std::memcpy(&c->keys[c->key_offset(item, hk, d, n)], from, len * sizeof(float));
+            }
+            const float *from = &v_rows[(size_t(b) * cfg.num_kv_heads + hk) * len * cfg.v_head_dim];
+            std::memcpy(&c->values[c->value_offset(item, hk, n)], from,
+                        size_t(len) * cfg.v_head_dim * sizeof(float));
+        }
+        c->lengths[item] = n + len;
+    }
+    clear_error();
+    return ATTNGEN_OK;
+}
+
+static attngen_status attngen_mha_forward_cached_impl(attngen_mha *m, const attngen_kv_cache *c,
+                                                      int32_t batch, const int32_t *items,
+                                                      int32_t q_len, const float *query,
+                                                      attngen_causal causal, float *out) {
+    ATTNGEN_RETURN_IF_ERROR(require_cache_of(m, c));
+    std::vector<int32_t> item_of;
+    ATTNGEN_RETURN_IF_ERROR(resolve_items(c, batch, items, &item_of));
+    ATTNGEN_RETURN_IF_ERROR(require_positive(q_len, "q_len"));
+    ATTNGEN_RETURN_IF_ERROR(require_not_null(query, "query"));
+    ATTNGEN_RETURN_IF_ERROR(require_not_null(out, "out"));
+    const int32_t causal_value = raw_enum_value(causal);
+    if (causal_value != ATTNGEN_CAUSAL_NONE && causal_value != ATTNGEN_CAUSAL_BOTTOM_RIGHT) {
+        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                    "causal must be ATTNGEN_CAUSAL_NONE or ATTNGEN_CAUSAL_BOTTOM_RIGHT (query i "
+                    "sees positions <= n - q_len + i), got " +
+                        std::to_string(causal_value));
+    }
+    const ResolvedConfig &cfg = m->config;
+    ATTNGEN_RETURN_IF_ERROR(require_addressable("query", {batch, q_len, cfg.d_model}, 4));
+    ATTNGEN_RETURN_IF_ERROR(require_finite(query, size_t(batch) * q_len * cfg.d_model, "query"));
+
+    std::shared_lock<std::shared_mutex> lock(m->projections_mutex);
+    ATTNGEN_RETURN_IF_ERROR(require_projections(m));
+    const ProjectionWeights &w = *m->projections;
+    std::vector<int32_t> lengths(batch);
+    int32_t key_limit = 0;
+    for (int32_t b = 0; b < batch; ++b) {
+        lengths[b] = c->lengths[item_of[b]];
+        key_limit = std::max(key_limit, lengths[b]);
+    }
+    StagedOutput staged(out, size_t(batch) * q_len * cfg.d_model);
+    ATTNGEN_RETURN_IF_ERROR(staged.allocate("out"));
+    TensorBuffer<float, 3> query_buf(query, {batch, q_len, cfg.d_model});
+    TensorBuffer<float, 4> k_cache(c->keys.data(),
+                                   {c->max_batch, c->kv_heads, c->head_dim, c->max_len});
+    TensorBuffer<float, 4> v_cache(c->values.data(),
+                                   {c->max_batch, c->kv_heads, c->max_len, c->v_head_dim});
+    TensorBuffer<int32_t, 1> items_buf(item_of.data(), {batch});
+    TensorBuffer<int32_t, 1> lengths_buf(lengths.data(), {batch});
+    TensorBuffer<double, 1> inv_freq(cfg.rope_inv_freq.data(), {int32_t(cfg.rope_inv_freq.size())});
+    TensorBuffer<float, 2> out_buf(staged.data(), {batch * q_len, cfg.d_model});
+    KernelContext context;
+    const int code = attngen_mha_decode_cpu(
+        &context, query_buf.get(), w.wq->weight.get(), w.wo->weight.get(), w.wq->bias.get(),
+        w.wo->bias.get(), k_cache.get(), v_cache.get(), items_buf.get(), lengths_buf.get(),
+        cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.v_head_dim, cfg.rope, cfg.rotary_dim,
+        inv_freq.get(), cfg.scale(), causal_value, key_limit, out_buf.get());
+    if (code != 0) return kernel_failure("attngen_mha_decode_cpu", code, context);
+    staged.commit();
+    clear_error();
+    return ATTNGEN_OK;
+}
+
+extern "C" attngen_status attngen_kv_cache_create(const attngen_mha *m, int32_t max_batch,
+                                                  int32_t max_len, attngen_kv_cache **out) {
+    return guard_entry_point("attngen_kv_cache_create", [&] {
+        return attngen_kv_cache_create_impl(m, max_batch, max_len, out);
+    });
+}
+
+extern "C" void attngen_kv_cache_destroy(attngen_kv_cache *c) {
+    delete c;
+}
+
+extern "C" attngen_status attngen_kv_cache_lengths(const attngen_kv_cache *c, int32_t *lengths) {
+    return guard_entry_point("attngen_kv_cache_lengths",
+                             [&] { return attngen_kv_cache_lengths_impl(c, lengths); });
+}
+
+extern "C" attngen_status attngen_kv_cache_reset(attngen_kv_cache *c, int32_t item) {
+    return guard_entry_point("attngen_kv_cache_reset",
+                             [&] { return attngen_kv_cache_reset_impl(c, item); });
+}
+
+extern "C" attngen_status attngen_kv_cache_append(attngen_mha *m, attngen_kv_cache *c,
+                                                  int32_t batch, const int32_t *items, int32_t len,
+                                                  const float *key, const float *value) {
+    return guard_entry_point("attngen_kv_cache_append", [&] {
+        return attngen_kv_cache_append_impl(m, c, batch, items, len, key, value);
+    });
+}
+
+extern "C" attngen_status attngen_mha_forward_cached(attngen_mha *m, const attngen_kv_cache *c,
+                                                     int32_t batch, const int32_t *items,
+                                                     int32_t q_len, const float *query,
+                                                     attngen_causal causal, float *out) {
+    return guard_entry_point("attngen_mha_forward_cached", [&] {
+        return attngen_mha_forward_cached_impl(m, c, batch, items, q_len, query, causal, out);
+    });
+}

@@ -1,0 +1,102 @@
+// A tester for decoding with a KV cache: a model (MhaTester's weights), a token sequence, and
+// the float64 reference of causal self-attention over the whole sequence, against which the
+// outputs of attngen_kv_cache_append + attngen_mha_forward_cached are checked row by row, with
+// the rounding bounds of error_bounds.h.
+#ifndef ATTNGEN_TESTS_DECODE_TESTER_H
+#define ATTNGEN_TESTS_DECODE_TESTER_H
+
+#include <attngen/attngen.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "error_bounds.h"
+#include "mha_tester.h"
+#include "reference.h"
+#include "test_util.h"
+
+namespace attngen_test {
+
+struct CacheDeleter {
+    void operator()(attngen_kv_cache *c) const { attngen_kv_cache_destroy(c); }
+};
+using CacheHandle = std::unique_ptr<attngen_kv_cache, CacheDeleter>;
+
+// One model and, per sequence, its tokens [len, d_model] and the reference outputs of causal
+// self-attention over all of them.
+class DecodeModel {
+  public:
+    explicit DecodeModel(const MhaTester &tester) : tester_(tester), model_(tester.MakeModel()) {
+        const attngen_mha_config config = tester.config();
+        attngen_mha *raw = nullptr;
+        EXPECT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK) << attngen_last_error();
+        handle_.reset(raw);
+        if (raw != nullptr) {
+            EXPECT_EQ(model_.SetWeights(raw), ATTNGEN_OK) << attngen_last_error();
+        }
+    }
+
+    attngen_mha *handle() const { return handle_.get(); }
+    int d_model() const { return tester_.dims().d_model; }
+    const MhaTester::Model &model() const { return model_; }
+
+    // A sequence of len random tokens, seeded.
+    std::vector<float> Tokens(int len, uint32_t seed) const {
+        Rng rng(seed);
+        return rng.Uniform(size_t(len) * d_model(), -1.0f, 1.0f);
+    }
+
+    // Reference output rows [len, d_model] of causal self-attention over the tokens, and the
+    // allowed error of each.
+    struct Expected {
+        std::vector<double> out, bound;
+    };
+    Expected SelfAttention(const std::vector<float> &tokens) const {
+        const int len = int(tokens.size() / d_model());
+        attngen_mask mask{};
+        mask.causal = ATTNGEN_CAUSAL_TOP_LEFT;
+        return Run(tokens, len, tokens, len, &mask);
+    }
+
+    // query [q_len, d_model] over memory [kv_len, d_model] (key = value), no mask.
+    Expected CrossAttention(const std::vector<float> &query,
+                            const std::vector<float> &memory) const {
+        return Run(query, int(query.size() / d_model()), memory, int(memory.size() / d_model()),
+                   nullptr);
+    }
+
+    // out rows [rows, d_model] against expected rows first..first+rows.
+    void Check(const std::string &what, const float *out, int rows, const Expected &e,
+               int first) const {
+        const size_t d = size_t(d_model());
+        const std::vector<double> want(e.out.begin() + first * d,
+                                       e.out.begin() + (first + rows) * d);
+        const std::vector<double> bound(e.bound.begin() + first * d,
+                                        e.bound.begin() + (first + rows) * d);
+        EXPECT_TRUE(AllClose(what, {rows, d_model()}, want, out,
+                             {bound, kRelTol, "decode step against causal self-attention"}))
+            << tester_.Describe();
+    }
+
+  private:
+    Expected Run(const std::vector<float> &query, int q_len, const std::vector<float> &memory,
+                 int kv_len, const attngen_mask *mask) const {
+        const attngen_mha_config config = tester_.config();
+        const attngen_ref::MhaResult ref =
+            attngen_ref::mha(config, model_.ref(), 1, q_len, kv_len, query.data(), memory.data(),
+                             memory.data(), mask);
+        const MhaBounds bounds = MhaErrorBounds(config, model_.ref(), 1, q_len, kv_len,
+                                                query.data(), memory.data(), memory.data(), ref);
+        return {ref.out, bounds.out};
+    }
+
+    MhaTester tester_;
+    MhaTester::Model model_;
+    MhaHandle handle_;
+};
+
+}  // namespace attngen_test
+
+#endif  // ATTNGEN_TESTS_DECODE_TESTER_H
