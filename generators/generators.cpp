@@ -92,7 +92,11 @@ class AttngenGenerator : public Generator<T> {
                 }
             }
         }
-        return apply_rope(name, heads, rope, angles);
+        Func rotated = apply_rope(name, heads, rope, angles);
+        if (!this->using_autoscheduler() && !this->get_target().has_gpu_feature()) {
+            schedule_rotated_heads_cpu(rotated, this->get_target());
+        }
+        return rotated;
     }
 
     // Only the fused forward has GPU schedules: the C API runs sdpa and linear on the CPU.

@@ -248,6 +248,15 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
     a.merged.update().vectorize(c, vec, TailStrategy::GuardWithIf);
 }
 
+void schedule_rotated_heads_cpu(Func rotated, const Target &target) {
+    const std::vector<Var> a = rotated.args();  // (d, l, h, b)
+    Var hb("hb");
+    rotated.compute_root()
+        .fuse(a[2], a[3], hb)
+        .parallel(hb)
+        .vectorize(a[0], vector_width(target), TailStrategy::GuardWithIf);
+}
+
 void schedule_rope_angles_cpu(Func angles, const Target &target, const RopeInputs &rope) {
     const std::vector<Var> a = angles.args();
     Var lb("lb");

@@ -88,7 +88,7 @@ struct ForwardArguments {
         inputs.num_kv_heads = w.num_heads;
         inputs.v_head_dim = w.head_dim;
         inputs.rope = ATTNGEN_ROPE_NONE;
-        inputs.rotary_dim = w.head_dim;
+        inputs.rotary_dim = 0;  // no rotation: the one-entry table above is all it reads
         inputs.rope_inv_freq = no_rotation.get();
         inputs.scale = 1.0f / std::sqrt(float(w.head_dim));
         inputs.masks = &masks;
