@@ -86,15 +86,19 @@ class AttngenGenerator : public Generator<T> {
             const Target t = this->get_target();
             for (Func f : {angles.cos, angles.sin}) {
                 if (t.has_gpu_feature()) {
-                    schedule_rope_angles_gpu(f);
+                    schedule_rope_angles_gpu(f, rope);
                 } else {
                     schedule_rope_angles_cpu(f, t, rope);
                 }
             }
         }
         Func rotated = apply_rope(name, heads, rope, angles);
-        if (!this->using_autoscheduler() && !this->get_target().has_gpu_feature()) {
-            schedule_rotated_heads_cpu(rotated, this->get_target());
+        if (!this->using_autoscheduler()) {
+            if (this->get_target().has_gpu_feature()) {
+                schedule_rotated_heads_gpu(rotated);
+            } else {
+                schedule_rotated_heads_cpu(rotated, this->get_target());
+            }
         }
         return rotated;
     }

@@ -185,11 +185,20 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested
     }
 }
 
-void schedule_rope_angles_gpu(Func angles) {
+void schedule_rope_angles_gpu(Func angles, const RopeInputs &rope) {
     // On the host: the angles are formed in double, which OpenCL devices need not support
-    // (Halide refuses doubles in OpenCL kernels without cl_doubles). The table is small
-    // (positions x rotary_dim / 2) and is copied to the device once per call.
-    angles.compute_root();
+    // (Halide refuses doubles in OpenCL kernels without cl_doubles). Without rotation the
+    // table is ones and zeros, computed without the polynomials.
+    angles.compute_root().specialize(rope.mode == 0);
+}
+
+void schedule_rotated_heads_gpu(Func rotated) {
+    const std::vector<Var> a = rotated.args();  // (d, l, h, b)
+    Var dout("dout"), lout("lout"), din("din"), lin("lin"), hb("hb");
+    rotated.compute_root()
+        .fuse(a[2], a[3], hb)
+        .gpu_tile(a[0], a[1], dout, lout, din, lin, 32, 8, kExact)
+        .gpu_blocks(dout, lout, hb);
 }
 
 }  // namespace attngen
