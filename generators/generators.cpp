@@ -421,7 +421,8 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
     Input<Buffer<float, 3>> query{"query"};  // (d_model, q_len, batch)
     Input<Buffer<float, 2>> wq_t{"wq_t"}, wo_t{"wo_t"};
     Input<Buffer<float, 1>> bq{"bq"}, bo{"bo"};
-    Input<Buffer<float, 4>> k_cache{"k_cache"};    // (max_len, head_dim, kv_heads, max_batch)
+    // (kCacheKeyBlock, head_dim, blocks, kv_heads, max_batch): position p is (p % block, p / block)
+    Input<Buffer<float, 5>> k_cache{"k_cache"};
     Input<Buffer<float, 4>> v_cache{"v_cache"};    // (v_head_dim, max_len, kv_heads, max_batch)
     Input<Buffer<int32_t, 1>> items{"items"};      // (batch)
     Input<Buffer<int32_t, 1>> lengths{"lengths"};  // (batch): the positions each item holds
@@ -453,7 +454,12 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
 
         DecodeInputs in;
         in.q = qr;
-        in.k_cache = bounded(k_cache);
+        Var j("j"), kd("kd"), khk("khk"), kitem("kitem");
+        const Func blocked_keys = bounded(k_cache);
+        Func keys("cached_keys");
+        keys(j, kd, khk, kitem) =
+            blocked_keys(j % kCacheKeyBlock, kd, j / kCacheKeyBlock, khk, kitem);
+        in.k_cache = keys;
         in.v_cache = bounded(v_cache);
         in.items = bounded(items);
         in.lengths = n;
@@ -464,8 +470,8 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         in.scale = scale;
         in.causal = causal;
         in.key_limit = key_limit;
-        in.max_len = k_cache.dim(0).extent();
-        in.max_items = k_cache.dim(3).extent();
+        in.max_len = v_cache.dim(1).extent();  // the keys' blocks cover at least as many
+        in.max_items = k_cache.dim(4).extent();
         const CpuScheduleKnobs knobs = resolve_cpu_knobs(cpu_knobs(), get_target());
         DecodeAttentionStage a = define_decode_attention(in, knobs.decode_split_keys);
 
@@ -481,7 +487,11 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         wo_t.set_estimates({{0, kEstModel}, {0, kEstModel}});
         bq.set_estimates({{0, kEstModel}});
         bo.set_estimates({{0, kEstModel}});
-        k_cache.set_estimates({{0, 1024}, {0, kEstHeadDim}, {0, kEstHeads}, {0, 1}});
+        k_cache.set_estimates({{0, kCacheKeyBlock},
+                               {0, kEstHeadDim},
+                               {0, 1024 / kCacheKeyBlock},
+                               {0, kEstHeads},
+                               {0, 1}});
         v_cache.set_estimates({{0, kEstHeadDim}, {0, 1024}, {0, kEstHeads}, {0, 1}});
         items.set_estimates({{0, 1}});
         lengths.set_estimates({{0, 1}});

@@ -22,6 +22,13 @@ constexpr int kGpuExtraWeightPadding = kWeightPadding;
 // the same order; it is a multiple of every vector width in use (NEON 4, AVX2 8, AVX-512 16).
 constexpr int kReductionLanes = 16;
 
+// A KV cache stores its keys in blocks of this many positions, (position % block, feature,
+// block, kv head, item): the keys of a block are one contiguous run, which the decode kernel
+// streams. With positions innermost over the whole cache, each feature's row of a block was
+// 1 KiB every max_len * 4 bytes (128 KiB at 32768 positions), a new page per row, and the
+// decode kernel read the cache at 28% of the machine's read bandwidth (long-decode).
+constexpr int kCacheKeyBlock = 256;
+
 constexpr int round_up(int x, int multiple) {
     return (x + multiple - 1) / multiple * multiple;
 }

@@ -18,23 +18,27 @@
 #include "attngen_kv_project_cpu.h"
 #include "attngen_mha_decode_cpu.h"
 #include "errors.h"
+#include "layout.h"
 #include "mha_handle.h"
 #include "staged_output.h"
 #include "tensor_buffer.h"
 #include "validate.h"
 
+using attngen::kCacheKeyBlock;
 using namespace attngen::rt;
 
 struct attngen_kv_cache {
     const attngen_mha *owner;
     int32_t max_batch, max_len;
+    int32_t blocks;  // of kCacheKeyBlock positions, covering max_len
     int32_t kv_heads, head_dim, v_head_dim;
-    std::vector<float> keys;    // [max_batch][kv_heads][head_dim][max_len]
+    std::vector<float> keys;    // [max_batch][kv_heads][blocks][head_dim][kCacheKeyBlock]
     std::vector<float> values;  // [max_batch][kv_heads][max_len][v_head_dim]
     std::vector<int32_t> lengths;
 
     size_t key_offset(int32_t item, int32_t hk, int32_t d, int32_t position) const {
-        return ((size_t(item) * kv_heads + hk) * head_dim + d) * max_len + position;
+        const size_t block = (size_t(item) * kv_heads + hk) * blocks + position / kCacheKeyBlock;
+        return (block * head_dim + d) * kCacheKeyBlock + position % kCacheKeyBlock;
     }
     size_t value_offset(int32_t item, int32_t hk, int32_t position) const {
         return ((size_t(item) * kv_heads + hk) * max_len + position) * v_head_dim;
@@ -114,8 +118,10 @@ static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t
         return fail(ATTNGEN_ERROR_UNSUPPORTED,
                     "KV caches run on the CPU in this build; the handle is for a GPU");
     }
+    const int32_t blocks = (max_len + kCacheKeyBlock - 1) / kCacheKeyBlock;
     ATTNGEN_RETURN_IF_ERROR(require_addressable(
-        "the cache's keys", {max_batch, cfg.num_kv_heads, cfg.head_dim, max_len}, 4));
+        "the cache's keys", {max_batch, cfg.num_kv_heads, blocks, cfg.head_dim, kCacheKeyBlock},
+        4));
     ATTNGEN_RETURN_IF_ERROR(require_addressable(
         "the cache's values", {max_batch, cfg.num_kv_heads, max_len, cfg.v_head_dim}, 4));
     std::unique_ptr<attngen_kv_cache> c(new (std::nothrow) attngen_kv_cache);
@@ -123,11 +129,13 @@ static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t
     c->owner = m;
     c->max_batch = max_batch;
     c->max_len = max_len;
+    c->blocks = blocks;
     c->kv_heads = cfg.num_kv_heads;
     c->head_dim = cfg.head_dim;
     c->v_head_dim = cfg.v_head_dim;
     try {
-        c->keys.assign(size_t(max_batch) * cfg.num_kv_heads * cfg.head_dim * max_len, 0.0f);
+        c->keys.assign(
+            size_t(max_batch) * cfg.num_kv_heads * blocks * cfg.head_dim * kCacheKeyBlock, 0.0f);
         c->values.assign(size_t(max_batch) * cfg.num_kv_heads * max_len * cfg.v_head_dim, 0.0f);
         c->lengths.assign(max_batch, 0);
     } catch (const std::bad_alloc &) {
@@ -221,7 +229,9 @@ static attngen_status attngen_kv_cache_append_impl(attngen_mha *m, attngen_kv_ca
             for (int32_t d = 0; d < cfg.head_dim; ++d) {
                 const float *from =
                     &k_rows[((size_t(b) * cfg.num_kv_heads + hk) * cfg.head_dim + d) * len];
-                std::memcpy(&c->keys[c->key_offset(item, hk, d, n)], from, len * sizeof(float));
+                for (int32_t t = 0; t < len; ++t) {
+                    c->keys[c->key_offset(item, hk, d, n + t)] = from[t];
+                }
             }
             const float *from = &v_rows[(size_t(b) * cfg.num_kv_heads + hk) * len * cfg.v_head_dim];
             std::memcpy(&c->values[c->value_offset(item, hk, n)], from,
@@ -266,8 +276,8 @@ static attngen_status attngen_mha_forward_cached_impl(attngen_mha *m, const attn
     StagedOutput staged(out, size_t(batch) * q_len * cfg.d_model);
     ATTNGEN_RETURN_IF_ERROR(staged.allocate("out"));
     TensorBuffer<float, 3> query_buf(query, {batch, q_len, cfg.d_model});
-    TensorBuffer<float, 4> k_cache(c->keys.data(),
-                                   {c->max_batch, c->kv_heads, c->head_dim, c->max_len});
+    TensorBuffer<float, 5> k_cache(
+        c->keys.data(), {c->max_batch, c->kv_heads, c->blocks, c->head_dim, kCacheKeyBlock});
     TensorBuffer<float, 4> v_cache(c->values.data(),
                                    {c->max_batch, c->kv_heads, c->max_len, c->v_head_dim});
     TensorBuffer<int32_t, 1> items_buf(item_of.data(), {batch});
