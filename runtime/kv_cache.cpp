@@ -246,14 +246,13 @@ static attngen_status attngen_kv_cache_append_impl(attngen_mha *m, attngen_kv_ca
 static attngen_status attngen_mha_forward_cached_impl(attngen_mha *m, const attngen_kv_cache *c,
                                                       int32_t batch, const int32_t *items,
                                                       int32_t q_len, const float *query,
-                                                      attngen_causal causal, float *out) {
+                                                      int32_t causal_value, float *out) {
     ATTNGEN_RETURN_IF_ERROR(require_cache_of(m, c));
     std::vector<int32_t> item_of;
     ATTNGEN_RETURN_IF_ERROR(resolve_items(c, batch, items, &item_of));
     ATTNGEN_RETURN_IF_ERROR(require_positive(q_len, "q_len"));
     ATTNGEN_RETURN_IF_ERROR(require_not_null(query, "query"));
     ATTNGEN_RETURN_IF_ERROR(require_not_null(out, "out"));
-    const int32_t causal_value = raw_enum_value(causal);
     if (causal_value != ATTNGEN_CAUSAL_NONE && causal_value != ATTNGEN_CAUSAL_BOTTOM_RIGHT) {
         return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
                     "causal must be ATTNGEN_CAUSAL_NONE or ATTNGEN_CAUSAL_BOTTOM_RIGHT (query i "
@@ -329,7 +328,10 @@ extern "C" attngen_status attngen_mha_forward_cached(attngen_mha *m, const attng
                                                      int32_t batch, const int32_t *items,
                                                      int32_t q_len, const float *query,
                                                      attngen_causal causal, float *out) {
+    // Read as an int: a C caller may pass any value, and loading an out-of-range one as the
+    // C++ enum type is undefined behaviour (validate.h).
+    const int32_t causal_value = raw_enum_value(causal);
     return guard_entry_point("attngen_mha_forward_cached", [&] {
-        return attngen_mha_forward_cached_impl(m, c, batch, items, q_len, query, causal, out);
+        return attngen_mha_forward_cached_impl(m, c, batch, items, q_len, query, causal_value, out);
     });
 }

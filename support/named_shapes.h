@@ -39,9 +39,9 @@ struct DecodeShape {
 inline const std::vector<DecodeShape> &decode_shapes() {
 #define SHAPE(...)
 #define DECODE_SHAPE(name, batch, q_len, cache_len, d_model, heads, kv_heads, head_dim, rope, \
-                     bias)                                                                   \
-    DecodeShape{name,     batch,    q_len, cache_len, d_model, heads, kv_heads,               \
-                head_dim, ATTNGEN_ROPE_##rope, bias},
+                     bias)                                                                    \
+    DecodeShape{name,  batch,    q_len,    cache_len,           d_model,                      \
+                heads, kv_heads, head_dim, ATTNGEN_ROPE_##rope, bias},
     static const std::vector<DecodeShape> shapes = {
 #include "named_shapes.def"
     };

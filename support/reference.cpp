@@ -156,6 +156,18 @@ MhaDims resolve(const attngen_mha_config &c) {
     return d;
 }
 
+SdpaShape attention_shape(const MhaDims &d, int batch, int q_len, int kv_len) {
+    SdpaShape s;
+    s.batch = batch;
+    s.heads = d.num_heads;
+    s.kv_heads = d.num_kv_heads;
+    s.q_len = q_len;
+    s.kv_len = kv_len;
+    s.dk = d.head_dim;
+    s.dv = d.v_head_dim;
+    return s;
+}
+
 void rope(std::vector<double> &x, int batch, int num_heads, int len, int head_dim,
           attngen_rope mode, int rotary_dim, double theta, const std::vector<long long> &offsets) {
     if (mode == ATTNGEN_ROPE_NONE) return;
@@ -200,14 +212,7 @@ MhaResult mha(const attngen_mha_config &config, const MhaWeights &w, int batch, 
     rope(r.k_heads, batch, d.num_kv_heads, kv_len, d.head_dim, d.rope, d.rotary_dim, d.rope_theta,
          std::vector<long long>(batch, 0));
 
-    SdpaShape s;
-    s.batch = batch;
-    s.heads = d.num_heads;
-    s.kv_heads = d.num_kv_heads;
-    s.q_len = q_len;
-    s.kv_len = kv_len;
-    s.dk = d.head_dim;
-    s.dv = d.v_head_dim;
+    const SdpaShape s = attention_shape(d, batch, q_len, kv_len);
     r.sdpa = sdpa(s, r.q_heads.data(), r.k_heads.data(), r.v_heads.data(), mask,
                   1.0 / std::sqrt(double(d.head_dim)));
     r.weights = r.sdpa.weights;

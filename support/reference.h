@@ -95,6 +95,9 @@ struct MhaDims {
 };
 MhaDims resolve(const attngen_mha_config &config);
 
+// The attention problem on the heads of an MHA call.
+SdpaShape attention_shape(const MhaDims &d, int batch, int q_len, int kv_len);
+
 struct MhaResult {
     std::vector<double> out;      // [batch, q_len, d_model]
     std::vector<double> weights;  // [batch, heads, q_len, kv_len]

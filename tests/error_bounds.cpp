@@ -149,14 +149,7 @@ MhaBounds MhaErrorBounds(const attngen_mha_config &config, const attngen_ref::Mh
     AddRopeErrors(q_error, ref.q_heads, batch * d.num_heads * q_len, d.head_dim, d);
     AddRopeErrors(k_error, ref.k_heads, batch * d.num_kv_heads * kv_len, d.head_dim, d);
 
-    attngen_ref::SdpaShape s;
-    s.batch = batch;
-    s.heads = d.num_heads;
-    s.kv_heads = d.num_kv_heads;
-    s.q_len = q_len;
-    s.kv_len = kv_len;
-    s.dk = d.head_dim;
-    s.dv = vhd;
+    const attngen_ref::SdpaShape s = attngen_ref::attention_shape(d, batch, q_len, kv_len);
     const AttentionBounds a = AttentionErrorBounds(
         s, ref.q_heads.data(), ref.k_heads.data(), ref.v_heads.data(), q_error.data(),
         k_error.data(), v_error.data(), 1.0 / std::sqrt(double(d.head_dim)), ref.sdpa);

@@ -348,19 +348,10 @@ TEST(NumericsMha, NanInValueRowReachesTheRowsThatSeeIt) {
 // of item 1 NaN.)
 TEST(NumericsMha, NanInALargeSharedInputIsFound) {
     constexpr int kBatch = 2, kLen = 600, kModel = 64, kHeads = 2;
-    const attngen_mha_config config{kModel,
-                                    kHeads,
-                                    0,
-                                    0,
-                                    0,
-                                    1,
-                                    ATTNGEN_DEVICE_CPU,
-                                    0,
-                                    0,
-                                    ATTNGEN_PRECISION_F32,
-                                    ATTNGEN_ROPE_NONE,
-                                    0,
-                                    0.0f};
+    attngen_mha_config config{};
+    config.d_model = kModel;
+    config.num_heads = kHeads;
+    config.use_bias = 1;
     attngen_mha *raw = nullptr;
     ASSERT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK) << attngen_last_error();
     MhaHandle m(raw);

@@ -95,19 +95,10 @@ int main() {
     const std::vector<int32_t> kv_lengths = {kKv, 7};
 
     // attngen's generic kernels, through the C API.
-    const attngen_mha_config config{kModel,
-                                    kHeads,
-                                    0,
-                                    0,
-                                    0,
-                                    1,
-                                    ATTNGEN_DEVICE_CPU,
-                                    0,
-                                    0,
-                                    ATTNGEN_PRECISION_F32,
-                                    ATTNGEN_ROPE_NONE,
-                                    0,
-                                    0.0f};
+    attngen_mha_config config{};
+    config.d_model = kModel;
+    config.num_heads = kHeads;
+    config.use_bias = 1;
     attngen_mha *m = nullptr;
     if (attngen_mha_create(&config, &m) != ATTNGEN_OK ||
         attngen_mha_set_weights(m, wq.data(), wk.data(), wv.data(), wo.data(), bq.data(), bk.data(),
