@@ -192,9 +192,8 @@ ATTNGEN_API attngen_status attngen_kv_cache_reset(attngen_kv_cache *c, int32_t i
  * length n_b. ATTNGEN_ERROR_SHAPE when an item would pass max_len: then nothing is appended to
  * any item. */
 ATTNGEN_API attngen_status attngen_kv_cache_append(attngen_mha *m, attngen_kv_cache *c,
-                                                   int32_t batch, const int32_t *items,
-                                                   int32_t len, const float *key,
-                                                   const float *value);
+                                                   int32_t batch, const int32_t *items, int32_t len,
+                                                   const float *key, const float *value);
 
 /* query [batch, q_len, d_model] attends to everything item items[b] holds (n_b = its length),
  * then the output projection: out [batch, q_len, d_model]. causal ATTNGEN_CAUSAL_NONE, or
