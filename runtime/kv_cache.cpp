@@ -100,11 +100,6 @@ attngen_status require_finite(const float *x, size_t n, const char *name) {
     return ATTNGEN_OK;
 }
 
-attngen_status require_projections(const attngen_mha *m) {
-    if (m->projections) return ATTNGEN_OK;
-    return fail(ATTNGEN_ERROR_INVALID_ARGUMENT, "called before attngen_mha_set_weights");
-}
-
 }  // namespace
 
 static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t max_batch,

@@ -214,12 +214,6 @@ int run_forward_kernel(const MhaKernels &kernels, KernelContext *context, const 
     return call_fused_forward(kernels.with_probs, context, in, t.out.get(), t.probs.get());
 }
 
-attngen_status require_projections(const attngen_mha *m, const char *function) {
-    if (m->projections) return ATTNGEN_OK;
-    return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
-                std::string(function) + " called before attngen_mha_set_weights");
-}
-
 // Buffers pointed at caller-owned device memory, detached again when the call ends.
 class WrappedAddresses {
   public:
@@ -249,7 +243,7 @@ static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, in
     ATTNGEN_RETURN_IF_ERROR(
         validate_forward(m, batch, q_len, kv_len, query, key, value, mask, out, probs));
     std::shared_lock<std::shared_mutex> lock(m->projections_mutex);
-    ATTNGEN_RETURN_IF_ERROR(require_projections(m, "attngen_mha_forward"));
+    ATTNGEN_RETURN_IF_ERROR(require_projections(m));
     const ResolvedConfig &c = m->config;
     const bool with_probs = probs != nullptr;
 
@@ -309,7 +303,7 @@ static attngen_status attngen_mha_forward_device_impl(attngen_mha *m, int32_t ba
                     "one runs on the CPU (use attngen_mha_forward)");
     }
     std::shared_lock<std::shared_mutex> lock(m->projections_mutex);
-    ATTNGEN_RETURN_IF_ERROR(require_projections(m, "attngen_mha_forward_device"));
+    ATTNGEN_RETURN_IF_ERROR(require_projections(m));
     const bool with_probs = probs != 0;
     const halide_device_interface_t *interface = gpu_interface_or_fail(c.device);
 

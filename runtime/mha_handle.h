@@ -53,4 +53,15 @@ struct attngen_mha {
     std::unique_ptr<attngen::rt::ProjectionWeights> projections;
 };
 
+namespace attngen::rt {
+
+// For every entry point that runs the handle's projections; call it holding projections_mutex.
+// The message is prefixed with the entry point's name (guard_entry_point).
+inline attngen_status require_projections(const attngen_mha *m) {
+    if (m->projections) return ATTNGEN_OK;
+    return fail(ATTNGEN_ERROR_INVALID_ARGUMENT, "called before attngen_mha_set_weights");
+}
+
+}  // namespace attngen::rt
+
 #endif  // ATTNGEN_RUNTIME_MHA_HANDLE_H
