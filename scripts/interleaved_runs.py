@@ -10,6 +10,13 @@ Each round's files are merged into attngen_<i>.json, torch_<i>.json and torch_de
 in --out-dir, the layout scripts/speedup_runs.py reads; the table is printed at the end.
 
     scripts/interleaved_runs.py --bench build/bench/attngen_bench --out-dir bench/runs/X --rounds 3
+
+--decode does the same for decoding (issue 17): per round and decode shape, attngen_bench's
+decode/<shape>, then scripts/bench_decode_peers.py (torch eager, ONNX Runtime's
+GroupQueryAttention) in .venv-torch; attngen_decode_<i>.json and decode_peers_<i>.json in
+--out-dir, and bench_decode_peers.py's table of in-round ratios at the end.
+
+    scripts/interleaved_runs.py --decode --out-dir bench/runs/X --rounds 3
 """
 from __future__ import annotations
 
@@ -22,14 +29,15 @@ import tempfile
 from pathlib import Path
 
 from bench_torch import SHAPES
+from named_shapes import read_decode_shapes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def run_attngen(bench: str, shape: str) -> list[dict]:
+def run_attngen(bench: str, shape: str, prefix: str = "mha_forward") -> list[dict]:
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        subprocess.run([bench, f"--benchmark_filter=^mha_forward/{shape}/",
+        subprocess.run([bench, f"--benchmark_filter=^{prefix}/{shape}/",
                         "--benchmark_min_time=0.3", "--benchmark_repetitions=5",
                         f"--benchmark_out={out.name}", "--benchmark_out_format=json"],
                        check=True, stdout=subprocess.DEVNULL)
@@ -46,6 +54,33 @@ def run_torch(python: str, shape: str, impls: str | None) -> list[dict]:
         return json.loads(Path(out.name).read_text())
 
 
+def run_decode_peers(python: str, shape: str) -> list[dict]:
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        subprocess.run([python, os.path.join(HERE, "bench_decode_peers.py"), "--shapes", shape,
+                        "--out", out.name, "--max-seconds-per-shape", "3"],
+                       check=True, stdout=subprocess.DEVNULL)
+        return json.loads(Path(out.name).read_text())
+
+
+def decode_rounds(args: argparse.Namespace, shapes: list[str]) -> None:
+    """The --decode rounds; the peers' script prints the table (it needs NumPy, so it runs in
+    --torch-python rather than in this interpreter)."""
+    peer_files, attngen_files = [], []
+    for i in range(1, args.rounds + 1):
+        attngen, peers = [], []
+        for shape in shapes:
+            print(f"round {i}: {shape}", file=sys.stderr)
+            attngen += run_attngen(args.bench, shape, prefix="decode")
+            peers += run_decode_peers(args.torch_python, shape)
+        attngen_files.append(os.path.join(args.out_dir, f"attngen_decode_{i}.json"))
+        peer_files.append(os.path.join(args.out_dir, f"decode_peers_{i}.json"))
+        for name, data in ((attngen_files[-1], {"benchmarks": attngen}), (peer_files[-1], peers)):
+            with open(name, "w") as f:
+                json.dump(data, f, indent=1)
+    subprocess.run([args.torch_python, os.path.join(HERE, "bench_decode_peers.py"),
+                    "--load", *peer_files, "--attngen", *attngen_files], check=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bench", default=os.path.join(ROOT, "build/bench/attngen_bench"))
@@ -53,10 +88,18 @@ def main() -> None:
     p.add_argument("--debian-python", default="/usr/bin/python3")
     p.add_argument("--out-dir", required=True)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--shapes", default=",".join(SHAPES))
+    p.add_argument("--shapes", help="comma-separated (default: every MHA shape, or with "
+                   "--decode every decode shape)")
+    p.add_argument("--decode", action="store_true",
+                   help="decoding against scripts/bench_decode_peers.py instead of the MHA "
+                   "forward against torch")
     args = p.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
-    shapes = args.shapes.split(",")
+    if args.decode:
+        decode_shapes = [row[0] for row in read_decode_shapes()]
+        decode_rounds(args, args.shapes.split(",") if args.shapes else decode_shapes)
+        return
+    shapes = args.shapes.split(",") if args.shapes else list(SHAPES)
     runs = []
     for i in range(1, args.rounds + 1):
         attngen, torch, debian = [], [], []
