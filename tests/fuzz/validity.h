@@ -25,6 +25,8 @@ struct Verdict {
     bool must_succeed() const { return may_succeed && errors.empty(); }
     void invalid(attngen_status status, const std::string &why);  // the call must fail
     void gray(const std::string &why);                            // either outcome is fine
+    // The call may also fail with this status, where the contract leaves it open.
+    void tolerate(attngen_status status, const std::string &why);
     bool allows(attngen_status status) const;
 };
 
@@ -55,6 +57,8 @@ struct SdpaCall {
     bool q_given, k_given, v_given, out_given, weights_given;
     const attngen_mask *mask;
     float scale;
+    bool grouped;      // attngen_sdpa_gqa, with kv_heads; else attngen_sdpa
+    int32_t kv_heads;  // heads of k and v when grouped
 };
 Verdict sdpa_verdict(const SdpaCall &call);
 
@@ -65,6 +69,55 @@ struct LinearCall {
 Verdict linear_verdict(const LinearCall &call);
 
 Verdict set_num_threads_verdict(int32_t n);
+
+// ---------------------------------------------------------------------------------------------
+// The KV cache (0.2). A cache the fuzzer holds is described by its sizes and the lengths of its
+// items as the fuzzer's own model of it has them.
+struct CacheState {
+    int32_t max_batch, max_len;
+    const int32_t *lengths;  // [max_batch]
+};
+
+// config is the handle's, which passed create.
+struct CacheCreateCall {
+    int32_t max_batch, max_len;
+    bool have_handle, out_given;
+};
+Verdict kv_cache_create_verdict(const attngen_mha_config &config, const CacheCreateCall &call);
+
+Verdict kv_cache_lengths_verdict(bool have_cache, bool lengths_given);
+
+// cache: NULL when the call passes no cache.
+Verdict kv_cache_reset_verdict(const CacheState *cache, int32_t item);
+
+// What append and forward_cached share: the handle, the cache and the items.
+struct CacheCall {
+    bool have_handle, weights_were_set;
+    const CacheState *cache;  // NULL when the call passes no cache
+    bool cache_of_this_handle;
+    int32_t batch;
+    const int32_t
+        *items;          // NULL, or [batch] entries (the fuzzer passes them only for small batches)
+    bool inputs_finite;  // every input element the call reads is finite
+    // The projections of finite inputs may still leave float range (huge or non-finite weights):
+    // the contract refuses non-finite inputs, and may or may not see such projections as such.
+    bool projections_may_overflow;
+};
+
+struct AppendCall {
+    CacheCall common;
+    int32_t len;
+    bool key_given, value_given;
+};
+Verdict kv_cache_append_verdict(const attngen_mha_config &config, const AppendCall &call);
+
+struct CachedForwardCall {
+    CacheCall common;
+    int32_t q_len;
+    bool query_given, out_given;
+    int32_t causal;  // any int: a C caller may pass any value as the enum
+};
+Verdict forward_cached_verdict(const attngen_mha_config &config, const CachedForwardCall &call);
 
 }  // namespace attngen_fuzz
 
