@@ -129,10 +129,13 @@ bool NonFiniteInputs::additive_poisons(int32_t b, int32_t h, int32_t i, int32_t 
 
 bool NonFiniteInputs::row_bad(const std::vector<uint8_t> &rows, const Tensor &t, int32_t b,
                               int32_t h, int32_t row) const {
+    return rows[(size_t(b) * t.heads + head_of(t, h)) * t.len + row] != 0;
+}
+
+int32_t NonFiniteInputs::head_of(const Tensor &t, int32_t h) const {
     // A tensor of fewer heads serves groups of query heads (1 head: the MHA inputs, which
     // feed every head; kv_heads: grouped keys and values).
-    const int32_t th = h / (heads_ / t.heads);
-    return rows[(size_t(b) * t.heads + th) * t.len + row] != 0;
+    return h / (heads_ / t.heads);
 }
 
 bool NonFiniteInputs::head_probs_poisoned(int32_t b, int32_t h, int32_t i) const {
@@ -148,8 +151,8 @@ bool NonFiniteInputs::head_output_poisoned(int32_t b, int32_t h, int32_t i, int3
     for (int32_t j = 0; j < kv_len_; ++j) {
         if (!visible(b, h, i, j) || !row_bad(v_bad_, v_, b, h, j)) continue;
         if (c < 0) return true;
-        const int32_t vh = v_.heads == 1 ? 0 : h;
-        const float x = v_.data[((size_t(b) * v_.heads + vh) * v_.len + j) * v_.width + c];
+        const size_t vh = size_t(b) * v_.heads + head_of(v_, h);
+        const float x = v_.data[(vh * v_.len + j) * v_.width + c];
         if (!std::isfinite(x)) return true;
     }
     return false;

@@ -49,6 +49,8 @@ class NonFiniteInputs {
     bool visible(int32_t b, int32_t h, int32_t i, int32_t j) const;
     bool row_has_visible_key(int32_t b, int32_t h, int32_t i) const;
     bool additive_poisons(int32_t b, int32_t h, int32_t i, int32_t j) const;
+    // The head of t that query head h reads.
+    int32_t head_of(const Tensor &t, int32_t h) const;
     bool row_bad(const std::vector<uint8_t> &rows, const Tensor &t, int32_t b, int32_t h,
                  int32_t row) const;
     // Whether head h of row (b, i) depends on a bad query, key or additive entry (its probabilities

@@ -111,11 +111,14 @@ struct SdpaProblem {
     attngen_ref::SdpaShape shape;
     SdpaTester tester;
 
-    SdpaProblem() {
-        shape.batch = 2, shape.heads = 2, shape.q_len = 7, shape.kv_len = 6;
-        shape.dk = 5, shape.dv = 4;
+    // kv_heads 0: one key/value head per query head (attngen_sdpa); otherwise grouped
+    // (attngen_sdpa_gqa), where an entry of a key/value head reaches its whole group.
+    explicit SdpaProblem(int kv_heads = 0) {
+        shape.batch = 2, shape.heads = kv_heads ? 4 : 2, shape.q_len = 7, shape.kv_len = 6;
+        shape.dk = 5, shape.dv = 4, shape.kv_heads = kv_heads;
         tester.batch(shape.batch)
             .heads(shape.heads)
+            .kv_heads(kv_heads)
             .q_len(shape.q_len)
             .kv_len(shape.kv_len)
             .dk(shape.dk)
@@ -173,8 +176,8 @@ const char *Name(SdpaInput input) {
 
 // Runs the problem clean and with one input element replaced by `poison`, then checks every
 // output element against the policy. for_dependent says what a dependent element must be.
-void CheckSdpaPoison(SdpaInput input, float poison, Expect for_dependent) {
-    SdpaProblem p;
+void CheckSdpaPoison(SdpaInput input, float poison, Expect for_dependent, int kv_heads = 0) {
+    SdpaProblem p(kv_heads);
     const attngen_ref::SdpaShape &s = p.shape;
     const SdpaTester::Run clean = p.tester.Execute();
     ASSERT_EQ(clean.status, ATTNGEN_OK) << attngen_last_error();
@@ -199,11 +202,14 @@ void CheckSdpaPoison(SdpaInput input, float poison, Expect for_dependent) {
             const int width = input == SdpaInput::kK ? s.dk : s.dv;
             (input == SdpaInput::kK ? r.k : r.v)[at] = poison;
             const size_t row = at / width;
-            const int j = int(row % s.kv_len), h = int(row / s.kv_len % s.heads),
-                      b = int(row / s.kv_len / s.heads);
+            const int kv_heads = s.key_heads(), group = s.heads / kv_heads;
+            const int j = int(row % s.kv_len), kh = int(row / s.kv_len % kv_heads),
+                      b = int(row / s.kv_len / kv_heads);
             const int column = input == SdpaInput::kV ? int(at % width) : -1;
-            for (int i = 0; i < s.q_len; ++i)
-                if (Visible(mask, s, b, h, i, j)) e.Row(mask, s, b, h, i, for_dependent, column);
+            for (int h = kh * group; h < (kh + 1) * group; ++h)
+                for (int i = 0; i < s.q_len; ++i)
+                    if (Visible(mask, s, b, h, i, j))
+                        e.Row(mask, s, b, h, i, for_dependent, column);
         } else {
             // additive [additive_batch = 2, additive_heads = 1, q_len, kv_len]: every head.
             const int j = int(at % s.kv_len), i = int(at / s.kv_len % s.q_len),
@@ -239,6 +245,14 @@ TEST(NumericsSdpa, NanInAdditiveMaskReachesItsRowOnly) {
 TEST(NumericsSdpa, InfInValueReachesItsColumnOfTheRowsThatSeeIt) {
     CheckSdpaPoison(SdpaInput::kV, kInf, Expect::kNonFinite);
     CheckSdpaPoison(SdpaInput::kV, -kInf, Expect::kNonFinite);
+}
+// Grouped heads: an entry of key/value head kh reaches the query heads of its group, and no
+// other (the fuzzer found infinite values poisoning the wrong heads, and a read past v).
+TEST(NumericsSdpa, GroupedKeyAndValueEntriesReachTheirGroupOnly) {
+    CheckSdpaPoison(SdpaInput::kK, kNaN, Expect::kNaN, 2);
+    CheckSdpaPoison(SdpaInput::kV, kNaN, Expect::kNaN, 2);
+    CheckSdpaPoison(SdpaInput::kV, kInf, Expect::kNonFinite, 2);
+    CheckSdpaPoison(SdpaInput::kV, -kInf, Expect::kNonFinite, 2);
 }
 // An infinite query or key entry makes that row's logits +-Inf or NaN, whose softmax IEEE
 // arithmetic defines case by case; the policy fixes only that no other output moves.

@@ -94,7 +94,7 @@ typedef struct attngen_mha_config {
     attngen_precision precision;
     attngen_rope rope;  /* applied to projected queries and keys, before the scores */
     int32_t rotary_dim; /* 0 = head_dim; else even and <= head_dim (partial rotary) */
-    float rope_theta;   /* 0 = 10000 */
+    float rope_theta;   /* 0 = 10000; else finite and > 1 (ATTNGEN_ERROR_INVALID_ARGUMENT) */
 } attngen_mha_config;
 
 typedef struct attngen_mha attngen_mha; /* opaque */
