@@ -405,7 +405,9 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
         v_rows.set_estimates({{0, kEstHeadDim}, {0, 1}, {0, kEstHeads}, {0, 8}});
         if (using_autoscheduler()) return;
         const Target t = get_target();
-        for (ProjectionStage *p : {&pk, &pv}) schedule_projection_cpu(*p, t, cpu_knobs());
+        for (ProjectionStage *p : {&pk, &pv}) {
+            schedule_projection_cpu(*p, t, cpu_knobs(), ProjectionRows::FewOrMany);
+        }
         Var hb("hb");
         k_rows.fuse(hk, b, hb).parallel(hb);
         v_rows.fuse(hk, b, hb).parallel(hb).vectorize(c, t.natural_vector_size<float>(),
@@ -508,8 +510,8 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         output.set_estimates({{0, kEstModel}, {0, 1}});
         if (using_autoscheduler()) return;
         const Target t = get_target();
-        schedule_projection_cpu(pq, t, cpu_knobs());
-        schedule_projection_cpu(po, t, cpu_knobs());
+        schedule_projection_cpu(pq, t, cpu_knobs(), ProjectionRows::FewOrMany);
+        schedule_projection_cpu(po, t, cpu_knobs(), ProjectionRows::FewOrMany);
         schedule_decode_attention_cpu(a, t, cpu_knobs());
     }
 };

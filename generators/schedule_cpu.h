@@ -29,9 +29,15 @@ Halide::Expr flash_query_block(const CpuScheduleKnobs &knobs, const Halide::Targ
                                const Halide::Expr &kv_len, const Halide::Expr &dk,
                                const Halide::Expr &dv, const Halide::Expr &causal);
 
+// Which row counts a projection's schedule is specialized for. Decoding projects one to a few
+// rows per call (a token per item), where a projection is a matrix-vector product bound by
+// reading the weights; elsewhere rows are many and it is a matrix product.
+enum class ProjectionRows { Many, FewOrMany };
+
 // Schedules result (compute_root, or a pipeline output) and its accumulator.
 void schedule_projection_cpu(ProjectionStage &p, const Halide::Target &target,
-                             const CpuScheduleKnobs &knobs);
+                             const CpuScheduleKnobs &knobs,
+                             ProjectionRows rows = ProjectionRows::Many);
 
 // Schedules the attention stages. a.out must be computed at root (it is either a pipeline
 // output or the input of the output projection); when weights_output is true, a.probs is a

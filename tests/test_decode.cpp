@@ -84,6 +84,16 @@ TEST(Decode, PromptThenSteps) {
     DecodeAndCheck(Model(32, 4).num_kv_heads(2).rope(ATTNGEN_ROPE_HALF), 14, 9, 20);
 }
 
+// Projections of up to 8 rows split their reduction over input features into parallel tasks
+// (schedule_cpu.cpp); 130 features make tasks of 12 with a last one of 10, and prompts of 7, 8
+// and 9 rows fall on either side of the split's row limit.
+TEST(Decode, PromptsAroundTheSplitReductionsRowLimit) {
+    for (int prompt : {7, 8, 9}) {
+        DecodeAndCheck(Model(130, 2).num_kv_heads(1), prompt + 2, prompt, prompt + 2);
+        DecodeAndCheck(Model(130, 5).rope(ATTNGEN_ROPE_HALF), prompt + 2, prompt, prompt + 2);
+    }
+}
+
 // A cache longer than one split of the decode kernel (256 keys): splits merged by their
 // log-sum-exp, the last one partial.
 TEST(Decode, LongCacheAcrossSplits) {
