@@ -112,7 +112,7 @@ constexpr int kSplitReductionMaxRows = 8;
 // measured on, so that tasks of equal size balance.
 constexpr int kSplitReductionTasks = 16;
 // Input features per unrolled step of a split reduction's task.
-constexpr int kSplitReductionUnroll = 4;
+constexpr int kSplitReductionUnroll = 8;
 
 // Few rows (decoding): the reduction over input features is split into kSplitReductionTasks
 // parallel tasks, each over a contiguous range of input features and every output feature,
@@ -120,33 +120,29 @@ constexpr int kSplitReductionUnroll = 4;
 // innermost, so a task reads one contiguous run of memory from start to end. With tasks over
 // panels of output features instead (the schedule below), a 1-row projection read 256 bytes
 // of every 16 KiB weight row per task, and ran at 7-10 GB/s where the split ran at 14-21 GB/s
-// (4096 x 4096, rows 1, JIT experiment, 1 and 2 threads). Rows are computed in whole register
-// tiles of tile_l (the accumulator's bound), redundantly past the last row; those products stay
-// in registers, unrolled over rows and kSplitReductionUnroll features, where a rows-outermost
-// order reread the partial sums from L1 for every row and took 2.3x the time at 4 rows.
-void schedule_split_reduction(ProjectionStage &p, int tile_l, int vec) {
+// (4096 x 4096, rows 1, JIT experiment, 1 and 2 threads). Only the rows asked for are
+// computed: a register tile's rows past the last one, products of a repeated row, took 2.3x
+// the time at 1 row of 4 in the same experiment. Each step of a task adds
+// kSplitReductionUnroll features' products to a vector of partial sums, which stays in a
+// register across them.
+void schedule_split_reduction(ProjectionStage &p, int vec) {
     Stage few = p.acc.update().specialize(p.rows <= kSplitReductionMaxRows);
     RVar f("f"), task_r("task_r"), fi("fi"), fo("fo"), fu("fu");
-    Var task("task"), ov("ov"), ol("ol"), no("no"), ni("ni");
+    Var task("task"), ov("ov"), ol("ol");
     const Expr in = p.in_features;
-    const Expr per_task = (in + kSplitReductionTasks * kSplitReductionUnroll - 1) /
-                          (kSplitReductionTasks * kSplitReductionUnroll) * kSplitReductionUnroll;
+    const int features_per_round = kSplitReductionTasks * kSplitReductionUnroll;
+    const Expr per_task =
+        (in + features_per_round - 1) / features_per_round * kSplitReductionUnroll;
     few.fuse(p.r.x, p.r.y, f).split(f, task_r, fi, per_task, TailStrategy::GuardWithIf);
     Func partial = few.rfactor(task_r, task);
-    // The sum over tasks, per register tile of the accumulator.
-    few.vectorize(p.o, vec).unroll(p.n);
-    partial.compute_root()
-        .split(p.n, no, ni, tile_l, TailStrategy::RoundUp)
-        .reorder(p.o, ni, no, task)
-        .vectorize(p.o, vec, TailStrategy::GuardWithIf)
-        .parallel(task);
+    few.vectorize(p.o, vec);  // the sum over tasks
+    // Zeroing the partial sums (rows x out floats per task) costs less than waking the threads.
+    partial.compute_root().vectorize(p.o, vec, TailStrategy::GuardWithIf);
     partial.update()
         .split(fi, fo, fu, kSplitReductionUnroll, TailStrategy::GuardWithIf)
-        .split(p.n, no, ni, tile_l, TailStrategy::RoundUp)
         .split(p.o, ov, ol, vec, TailStrategy::GuardWithIf)
-        .reorder(ol, ni, fu, ov, no, fo, task)
+        .reorder(ol, fu, p.n, ov, fo, task)
         .vectorize(ol)
-        .unroll(ni)
         .unroll(fu)
         .parallel(task);
 }
@@ -175,15 +171,29 @@ CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
     const bool wide_register_file =
         target.arch == Target::ARM || target.has_feature(Target::AVX512);
     const bool narrow_vectors = vector_width(target) <= 4;
+    // One set of knobs serves every dispatch variant of a build (a tuned file, or the tuner's
+    // candidate, is passed to the multi-target generator once), so a tile tuned for 32
+    // registers reaches the AVX2 and SSE4.1 variants too. There it spills: 4 x 4 projection
+    // tiles (21 registers) ran the AVX2 variant's projection at 32% of its peak against 65% on
+    // AVX-512 (issue 18). A tile that does not fit the target's registers takes the derived
+    // size of that target instead.
+    const int registers = wide_register_file ? 32 : 16;
+    const auto fits = [registers](int vectors, int rows) {
+        return vectors * rows + vectors + 1 <= registers;
+    };
     const auto pick = [](int knob, int fallback) { return knob > 0 ? knob : fallback; };
-    k.gemm_vectors = pick(k.gemm_vectors, narrow_vectors && wide_register_file ? 4 : 2);
-    k.gemm_rows = pick(k.gemm_rows, wide_register_file && !narrow_vectors ? 12 : 6);
+    const auto fit_tile = [&](int &vectors, int &rows, int derived_vectors, int derived_rows) {
+        const int v = pick(vectors, derived_vectors), r = pick(rows, derived_rows);
+        const bool keep = fits(v, r);
+        vectors = keep ? v : derived_vectors;
+        rows = keep ? r : derived_rows;
+    };
+    fit_tile(k.gemm_vectors, k.gemm_rows, narrow_vectors && wide_register_file ? 4 : 2,
+             wide_register_file && !narrow_vectors ? 12 : 6);
     k.gemm_row_tiles = pick(k.gemm_row_tiles, 4);
     k.query_block = pick(k.query_block, 32);
-    k.score_vectors = pick(k.score_vectors, wide_register_file && narrow_vectors ? 4 : 2);
-    k.score_rows = pick(k.score_rows, 4);
-    k.out_vectors = pick(k.out_vectors, wide_register_file && narrow_vectors ? 4 : 2);
-    k.out_rows = pick(k.out_rows, 4);
+    fit_tile(k.score_vectors, k.score_rows, wide_register_file && narrow_vectors ? 4 : 2, 4);
+    fit_tile(k.out_vectors, k.out_rows, wide_register_file && narrow_vectors ? 4 : 2, 4);
     k.key_block = pick(k.key_block, 128);
     k.long_query_block = pick(k.long_query_block, 128);
     // 256 keys of a 128-wide head are 128 KiB of keys and values per split: a split's K and V
@@ -205,7 +215,7 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     const int tile_l = knobs.gemm_rows;
     // Before the matrix-product schedule below: a specialization starts from a copy of the
     // stage's schedule as it is when specialized.
-    if (rows == ProjectionRows::FewOrMany) schedule_split_reduction(p, tile_l, vec);
+    if (rows == ProjectionRows::FewOrMany) schedule_split_reduction(p, vec);
 
     Var oo("oo"), oi("oi"), no("no"), ni("ni"), nb("nb"), nr("nr");
     // Exact tails on the result (it may be an output); the accumulator always covers a whole
@@ -242,18 +252,23 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // The register tile: tile_o / vec vectors by tile_l rows of accumulators, with the
     // reduction outside it, so each step loads tile_o / vec weight vectors and broadcasts
     // tile_l inputs into tile_o / vec * tile_l FMAs.
-    Var ov("ov"), ol("ol");
+    // The rows are rounded up to a whole tile by the stages' own splits, not bounded on the
+    // Func: the split reduction's sum over tasks (a specialization of the update, without the
+    // split) then asks its partial sums for only the rows the call has.
+    Var ov("ov"), ol("ol"), nt("nt"), nl("nl");
     p.acc.compute_at(p.result, no)
         .bound_extent(p.o, tile_o)
-        .bound_extent(p.n, tile_l)
+        .bound_storage(p.n, tile_l)
+        .split(p.n, nt, nl, tile_l, TailStrategy::RoundUp)
         .vectorize(p.o, vec)
-        .unroll(p.n);
+        .unroll(nl);
     p.acc.update()
         .split(p.o, ov, ol, vec)
-        .reorder(ol, ov, p.n, p.r.x, p.r.y)
+        .split(p.n, nt, nl, tile_l, TailStrategy::RoundUp)
+        .reorder(ol, ov, nl, p.r.x, p.r.y, nt)
         .vectorize(ol)
         .unroll(ov)
-        .unroll(p.n);
+        .unroll(nl);
 }
 
 void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target,

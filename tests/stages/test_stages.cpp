@@ -240,13 +240,14 @@ struct ProjectionPipeline {
     ImageParam x{Float(32), 2, "x"}, w_t{Float(32), 2, "w_t"}, bias{Float(32), 1, "bias"};
     Func result;
 
-    explicit ProjectionPipeline(const Target &target) {
+    explicit ProjectionPipeline(const Target &target,
+                                attngen::ProjectionRows rows = attngen::ProjectionRows::Many) {
         Var d("d"), g("g"), n("n");
         Func x_rows("x_rows");
         x_rows(d, g, n) = x(d, n);
         attngen::ProjectionStage p = attngen::define_projection("proj", x_rows, x.dim(0).extent(),
                                                                 1, x.dim(1).extent(), w_t, bias);
-        attngen::schedule_projection_cpu(p, target, attngen::CpuScheduleKnobs{});
+        attngen::schedule_projection_cpu(p, target, attngen::CpuScheduleKnobs{}, rows);
         result = p.result;
         result.compile_jit(target);
     }
@@ -305,6 +306,42 @@ TEST(Projection, RegisterTileEdgesOfRowsAndFeatures) {
             }
         }
     }
+}
+
+// Decoding's projections split their reduction over input features into parallel tasks when
+// rows are few (8 at most), with unrolled steps of 4 features: feature counts that leave a
+// short last task or a partial step, rows on either side of the limit.
+TEST(Projection, SplitReductionOfFewRows) {
+    for (const Target &t : cpu_targets()) {
+        SCOPED_TRACE(t.to_string());
+        ProjectionPipeline pipeline(t, attngen::ProjectionRows::FewOrMany);
+        for (int rows : {1, 2, 5, 8, 9}) {
+            for (int in : {1, 3, 13, 64, 67, 130}) check_projection(pipeline, rows, in, 67);
+        }
+    }
+}
+
+// One set of knobs reaches every dispatch variant; a register tile tuned for AVX-512's 32
+// registers must not reach the 16 of AVX2 and SSE4.1, where it would spill.
+TEST(Knobs, RegisterTilesFitTheTargetsRegisters) {
+    attngen::CpuScheduleKnobs tuned;
+    tuned.gemm_vectors = 4, tuned.gemm_rows = 4;    // 21 registers
+    tuned.score_vectors = 2, tuned.score_rows = 8;  // 19
+    tuned.out_vectors = 4, tuned.out_rows = 4;      // 21
+    const auto registers = [](int vectors, int rows) { return vectors * rows + vectors + 1; };
+    for (const char *name : {"x86-64-linux-avx-avx2-fma-f16c", "x86-64-linux-sse41"}) {
+        SCOPED_TRACE(name);
+        const attngen::CpuScheduleKnobs k = attngen::resolve_cpu_knobs(tuned, Target(name));
+        EXPECT_LE(registers(k.gemm_vectors, k.gemm_rows), 16);
+        EXPECT_LE(registers(k.score_vectors, k.score_rows), 16);
+        EXPECT_LE(registers(k.out_vectors, k.out_rows), 16);
+    }
+    const attngen::CpuScheduleKnobs wide =
+        attngen::resolve_cpu_knobs(tuned, Target("x86-64-linux-avx-avx2-fma-f16c-avx512"));
+    EXPECT_EQ(wide.gemm_vectors, 4);
+    EXPECT_EQ(wide.gemm_rows, 4);
+    EXPECT_EQ(wide.score_rows, 8);
+    EXPECT_EQ(wide.out_vectors, 4);
 }
 
 // ---------------------------------------------------------------------------------------------
