@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_rates.h"
@@ -101,16 +102,25 @@ void BM_SgemmOpenBlas(benchmark::State &state, Shape s) {
     set_rates(state, 2.0 * rows * d * d);
 }
 
-void BM_FmaPeak(benchmark::State &state) {
+void BM_FmaPeak(benchmark::State &state, PeakIsa isa) {
     double gflops = 0;
-    for (auto _ : state) gflops = measure_fma_peak(2, 0.5);
+    for (auto _ : state) gflops = measure_fma_peak(2, 0.5, isa);
     state.counters["GFLOP/s"] = gflops;
 }
 
 const int registered = [] {
-    benchmark::RegisterBenchmark("fma_peak", BM_FmaPeak)
-        ->Iterations(3)
-        ->Unit(benchmark::kMillisecond);
+    // fma_peak is the native peak; the x86 variants' own peaks beside it (bench_rates.h divides
+    // by the one ATTNGEN_CPU_DISPATCH selects).
+    const std::pair<const char *, PeakIsa> peaks[] = {{"fma_peak", PeakIsa::kNative},
+#if defined(__x86_64__)
+                                                      {"fma_peak_avx2", PeakIsa::kAvx2},
+                                                      {"fma_peak_sse41", PeakIsa::kSse41}
+#endif
+    };
+    for (const auto &[name, isa] : peaks) {
+        benchmark::RegisterBenchmark(name, BM_FmaPeak, isa)->Iterations(3)->Unit(
+            benchmark::kMillisecond);
+    }
     for (const Shape &s : shapes()) {
         const std::string name = s.name;
         benchmark::RegisterBenchmark(("baseline_openblas/" + name).c_str(), BM_MhaOpenBlas, s)

@@ -1,42 +1,76 @@
 #include "fma_peak.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
 namespace attngen_bench {
 namespace {
 
-// 16 floats: the compiler splits it into the widest vectors -march allows (compiled with
-// -march=native in bench/CMakeLists.txt).
-typedef float vec16 __attribute__((vector_size(64)));
+// 12 independent accumulators hide the FMA latency (4 cycles) on 2-3 FMA ports, and fit the 16
+// registers of AVX2 and SSE.
+constexpr int kChains = 12;
 
-// 12 independent accumulators hide the FMA latency (4 cycles) on 2-3 FMA ports.
-double fma_loop(long iterations) {
-    vec16 acc[12];
-    const vec16 a = vec16{} + 0.999999f, b = vec16{} + 1e-7f;
-    for (auto &x : acc) x = vec16{} + 1.0f;
+// Vectors of `Lanes` floats: on the native build the compiler splits 16 lanes into the widest
+// vectors -march allows (compiled with -march=native in bench/CMakeLists.txt); the variants'
+// loops are compiled for their own instruction set (target attributes).
+template <typename Vec, int Lanes>
+inline __attribute__((always_inline)) double chains(long iterations) {
+    Vec acc[kChains];
+    const Vec a = Vec{} + 0.999999f, b = Vec{} + 1e-7f;
+    for (auto &x : acc) x = Vec{} + 1.0f;
     for (long i = 0; i < iterations; ++i) {
         for (auto &x : acc) x = x * a + b;  // rounding keeps the compiler from folding it
     }
     float sum = 0;
     for (auto &x : acc) {
-        for (int l = 0; l < 16; ++l) sum += x[l];
+        for (int l = 0; l < Lanes; ++l) sum += x[l];
     }
     return sum;
+}
+
+typedef float vec16 __attribute__((vector_size(64)));
+double native_loop(long iterations) { return chains<vec16, 16>(iterations); }
+
+#if defined(__x86_64__)
+typedef float vec8 __attribute__((vector_size(32)));
+typedef float vec4 __attribute__((vector_size(16)));
+__attribute__((target("avx2,fma"))) double avx2_loop(long iterations) {
+    return chains<vec8, 8>(iterations);
+}
+__attribute__((target("sse4.1"))) double sse41_loop(long iterations) {
+    return chains<vec4, 4>(iterations);
+}
+#endif
+
+struct Loop {
+    double (*run)(long);
+    int lanes;
+};
+
+Loop loop_for(PeakIsa isa) {
+#if defined(__x86_64__)
+    if (isa == PeakIsa::kAvx2) return {avx2_loop, 8};
+    if (isa == PeakIsa::kSse41) return {sse41_loop, 4};
+#endif
+    (void)isa;
+    return {native_loop, 16};
 }
 
 volatile double calibration_sink;
 
 }  // namespace
 
-double measure_fma_peak(int threads, double seconds) {
+double measure_fma_peak(int threads, double seconds, PeakIsa isa) {
     using Clock = std::chrono::steady_clock;
+    const Loop loop = loop_for(isa);
     long iterations = 1 << 16;
     // Grow the loop until one run on one thread takes a tenth of the time asked.
     for (;;) {
         const auto t0 = Clock::now();
-        calibration_sink = fma_loop(iterations);  // used, so the call is not removed
+        calibration_sink = loop.run(iterations);  // used, so the call is not removed
         if (std::chrono::duration<double>(Clock::now() - t0).count() > seconds / 10) break;
         iterations *= 2;
     }
@@ -45,17 +79,24 @@ double measure_fma_peak(int threads, double seconds) {
     std::vector<double> sink(static_cast<size_t>(threads));
     const auto t0 = Clock::now();
     for (int t = 0; t < threads; ++t) {
-        pool.emplace_back([&, t] { sink[size_t(t)] = fma_loop(iterations); });
+        pool.emplace_back([&, t] { sink[size_t(t)] = loop.run(iterations); });
     }
     for (auto &t : pool) t.join();
     calibration_sink = sink[0];
     const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-    const double flops = double(threads) * iterations * 12 * 16 * 2;
+    const double flops = double(threads) * iterations * kChains * loop.lanes * 2;
     return flops / elapsed * 1e-9;
 }
 
 double fma_peak_gflops() {
-    static const double peak = measure_fma_peak(2, 0.5);
+    static const double peak = [] {
+        const char *cap = std::getenv("ATTNGEN_CPU_DISPATCH");
+        PeakIsa isa = PeakIsa::kNative;
+        if (cap != nullptr && std::strcmp(cap, "avx2") == 0) isa = PeakIsa::kAvx2;
+        if (cap != nullptr && (std::strcmp(cap, "sse41") == 0 || std::strcmp(cap, "baseline") == 0))
+            isa = PeakIsa::kSse41;
+        return measure_fma_peak(2, 0.5, isa);
+    }();
     return peak;
 }
 

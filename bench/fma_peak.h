@@ -5,11 +5,18 @@
 
 namespace attngen_bench {
 
-// Independent FMA chains on the widest vectors this file was compiled for, on `threads`
-// threads for about `seconds`; returns GFLOP/s (an FMA counts 2).
-double measure_fma_peak(int threads, double seconds);
+// The instruction sets a peak can be measured on: the widest this file was compiled for
+// (-march=native), and the x86 dispatch variants below it (ATTNGEN_CPU_DISPATCH).
+enum class PeakIsa { kNative, kAvx2, kSse41 };
 
-// measure_fma_peak(2, 0.5), measured once per process.
+// Independent FMA chains (multiply and add on SSE4.1, which has no FMA) on `threads` threads
+// for about `seconds`; returns GFLOP/s (an FMA counts 2).
+double measure_fma_peak(int threads, double seconds, PeakIsa isa = PeakIsa::kNative);
+
+// The peak of the variant the kernels run: ATTNGEN_CPU_DISPATCH=avx2 or sse41 (baseline is
+// SSE2 and counts as sse41's peak, a bound it cannot exceed) or else the native one;
+// measure_fma_peak(2, 0.5, that), measured once per process. A variant's rates are fractions
+// of its own peak: the AVX2 variant on an AVX-512 machine is measured against AVX2 FMAs.
 double fma_peak_gflops();
 
 }  // namespace attngen_bench
