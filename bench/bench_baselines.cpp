@@ -118,8 +118,9 @@ const int registered = [] {
 #endif
     };
     for (const auto &[name, isa] : peaks) {
-        benchmark::RegisterBenchmark(name, BM_FmaPeak, isa)->Iterations(3)->Unit(
-            benchmark::kMillisecond);
+        benchmark::RegisterBenchmark(name, BM_FmaPeak, isa)
+            ->Iterations(3)
+            ->Unit(benchmark::kMillisecond);
     }
     for (const Shape &s : shapes()) {
         const std::string name = s.name;
