@@ -26,8 +26,11 @@ constexpr int kReductionLanes = 16;
 // block, kv head, item): the keys of a block are one contiguous run, which the decode kernel
 // streams. With positions innermost over the whole cache, each feature's row of a block was
 // 1 KiB every max_len * 4 bytes (128 KiB at 32768 positions), a new page per row, and the
-// decode kernel read the cache at 28% of the machine's read bandwidth (long-decode).
-constexpr int kCacheKeyBlock = 256;
+// decode kernel read the cache at 28% of the machine's read bandwidth (long-decode). Blocks
+// of 256 positions still made a score tile (32 keys) read 128 bytes of every 1 KiB feature
+// row, striding through the block once per tile; a block of 32 is exactly an AVX-512 score
+// tile, read front to back. It is a multiple of every vector width in use.
+constexpr int kCacheKeyBlock = 32;
 
 constexpr int round_up(int x, int multiple) {
     return (x + multiple - 1) / multiple * multiple;

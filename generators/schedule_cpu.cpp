@@ -14,6 +14,24 @@ int vector_width(const Target &target) {
     return target.natural_vector_size<float>();
 }
 
+// AArch64 (NEON) and AVX-512 have 32 vector registers, AVX2 and SSE 16.
+bool wide_register_file(const Target &target) {
+    return target.arch == Target::ARM || target.has_feature(Target::AVX512);
+}
+
+// Whether a register tile of `vectors` vectors by `rows` rows fits the target's registers: it
+// keeps vectors * rows accumulators plus `vectors` loaded operands and one broadcast live.
+bool tile_fits(int vectors, int rows, const Target &target) {
+    const int registers = wide_register_file(target) ? 32 : 16;
+    return vectors * rows + vectors + 1 <= registers;
+}
+
+// Decoding's attention rows are the query heads of a key/value head times q_len: 1 for MHA,
+// 4 to 8 for the GQA models at one token per step. Its score tiles have at most this many
+// rows: rounded up to a tile tuned for prefill (8 rows), long-decode computed twice its
+// scores.
+constexpr int kDecodeTileRows = 4;
+
 // A projection whose input is at most this large makes panels of output features its parallel
 // tasks (schedule_projection_cpu): the input, and a panel of weights, then stay in L2 (1 MiB
 // per core on the x86 server CPUs attngen is measured on).
@@ -168,8 +186,7 @@ CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
     // weight vectors and one broadcast live, so 2 x 6 (12 + 3) fits 16 registers and 4 x 6 or
     // 2 x 12 (24 + 5, 24 + 3) fits 32. NEON vectors are 4 floats, so it takes 4 of them to
     // cover the same 16 output features as 2 AVX2 vectors.
-    const bool wide_register_file =
-        target.arch == Target::ARM || target.has_feature(Target::AVX512);
+    const bool wide_registers = wide_register_file(target);
     const bool narrow_vectors = vector_width(target) <= 4;
     // One set of knobs serves every dispatch variant of a build (a tuned file, or the tuner's
     // candidate, is passed to the multi-target generator once), so a tile tuned for 32
@@ -177,23 +194,19 @@ CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
     // tiles (21 registers) ran the AVX2 variant's projection at 32% of its peak against 65% on
     // AVX-512 (issue 18). A tile that does not fit the target's registers takes the derived
     // size of that target instead.
-    const int registers = wide_register_file ? 32 : 16;
-    const auto fits = [registers](int vectors, int rows) {
-        return vectors * rows + vectors + 1 <= registers;
-    };
     const auto pick = [](int knob, int fallback) { return knob > 0 ? knob : fallback; };
     const auto fit_tile = [&](int &vectors, int &rows, int derived_vectors, int derived_rows) {
         const int v = pick(vectors, derived_vectors), r = pick(rows, derived_rows);
-        const bool keep = fits(v, r);
+        const bool keep = tile_fits(v, r, target);
         vectors = keep ? v : derived_vectors;
         rows = keep ? r : derived_rows;
     };
-    fit_tile(k.gemm_vectors, k.gemm_rows, narrow_vectors && wide_register_file ? 4 : 2,
-             wide_register_file && !narrow_vectors ? 12 : 6);
+    fit_tile(k.gemm_vectors, k.gemm_rows, narrow_vectors && wide_registers ? 4 : 2,
+             wide_registers && !narrow_vectors ? 12 : 6);
     k.gemm_row_tiles = pick(k.gemm_row_tiles, 4);
     k.query_block = pick(k.query_block, 32);
-    fit_tile(k.score_vectors, k.score_rows, wide_register_file && narrow_vectors ? 4 : 2, 4);
-    fit_tile(k.out_vectors, k.out_rows, wide_register_file && narrow_vectors ? 4 : 2, 4);
+    fit_tile(k.score_vectors, k.score_rows, wide_registers && narrow_vectors ? 4 : 2, 4);
+    fit_tile(k.out_vectors, k.out_rows, wide_registers && narrow_vectors ? 4 : 2, 4);
     k.key_block = pick(k.key_block, 128);
     k.long_query_block = pick(k.long_query_block, 128);
     // 256 keys of a 128-wide head are 128 KiB of keys and values per split: a split's K and V
@@ -289,8 +302,12 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
         .parallel(task)
         .vectorize(c, vec, TailStrategy::GuardWithIf);
     const LoopLevel at(a.split_out, task);
-    schedule_register_tile_at(a.score, at, j, r, a.r_dot, knobs.score_vectors, knobs.score_rows,
-                              vec);
+    // Fewer rows (kDecodeTileRows) leave registers for more keys per tile: the widest of 4, 2 or 1
+    // vectors.
+    const int score_rows = std::min(knobs.score_rows, kDecodeTileRows);
+    int score_vectors = 4;
+    while (score_vectors > 1 && !tile_fits(score_vectors, score_rows, target)) score_vectors /= 2;
+    schedule_register_tile_at(a.score, at, j, r, a.r_dot, score_vectors, score_rows, vec);
     a.logit.compute_at(at).vectorize(j, vec);
     for (Func f : {a.max_lanes, a.sum_lanes}) {
         f.compute_at(at).vectorize(u, vec);
@@ -299,8 +316,11 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
     a.split_max.compute_at(at);
     a.split_sum.compute_at(at);
     a.probs.compute_at(at).vectorize(j, vec);
-    schedule_register_tile_at(a.split_acc, at, c, r, a.r_keys, knobs.out_vectors, knobs.out_rows,
-                              vec);
+    // The values likewise: the widest tile of 2 rows, so that each key's step reads a whole
+    // 512-byte row of a 128-wide head (AVX-512) rather than half of it in each of two passes.
+    int out_vectors = 8;
+    while (out_vectors > 1 && !tile_fits(out_vectors, 2, target)) out_vectors /= 2;
+    schedule_register_tile_at(a.split_acc, at, c, r, a.r_keys, out_vectors, 2, vec);
 
     // The merge, per key/value head and batch row.
     Var hb("hb");
