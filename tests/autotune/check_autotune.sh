@@ -8,7 +8,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 reader="$source/tests/autotune/read_tuned_file.cmake"
 
-"$tune" --shapes "2,16,24,32,2" --budget 60 --candidates 2 --autoschedulers none \
+# The budget only bounds a slow machine: --candidates ends the search first. At 60 s it ran
+# out once while a fuzzer loaded the other core, and fewer measurements were logged.
+"$tune" --shapes "2,16,24,32,2" --budget 240 --candidates 2 --autoschedulers none \
     --seed 3 --out "$work/t.json" 2>"$work/first.err"
 lines=$(wc -l <"$work/t.json.log")
 [ "$lines" -eq 3 ] || { echo "FAIL: expected 3 logged measurements, got $lines"; exit 1; }
@@ -19,7 +21,7 @@ echo "ok  : a 2-candidate search wrote a file the build reads"
 
 # Resume: the same search again measures nothing new (the log has every entry).
 start=$(date +%s)
-"$tune" --shapes "2,16,24,32,2" --budget 60 --candidates 2 --autoschedulers none \
+"$tune" --shapes "2,16,24,32,2" --budget 240 --candidates 2 --autoschedulers none \
     --seed 3 --out "$work/t2.json" --log "$work/t.json.log" 2>/dev/null
 [ "$(wc -l <"$work/t.json.log")" -eq 3 ] || { echo "FAIL: the resumed search measured again"; exit 1; }
 cmp -s <(grep -v seed "$work/t.json") <(grep -v seed "$work/t2.json") ||
@@ -34,7 +36,7 @@ cmp -s "$work/a" "$work/b" || { echo "FAIL: seed 3 started with another candidat
 echo "ok  : the same seed gives the same candidate order"
 
 # --try measures the given knobs right after the defaults, and refuses unknown knobs.
-"$tune" --shapes "2,16,24,32,2" --budget 60 --candidates 0 --autoschedulers none \
+"$tune" --shapes "2,16,24,32,2" --budget 240 --candidates 0 --autoschedulers none \
     --try "query_block=8,key_block=64" --out "$work/try.json" 2>/dev/null
 [ "$(sed -n 2p "$work/try.json.log" | cut -f2)" = "key_block=64,query_block=8" ] ||
     { echo "FAIL: --try was not measured second"; cat "$work/try.json.log"; exit 1; }
