@@ -32,7 +32,9 @@ inline __attribute__((always_inline)) double chains(long iterations) {
 }
 
 typedef float vec16 __attribute__((vector_size(64)));
-double native_loop(long iterations) { return chains<vec16, 16>(iterations); }
+double native_loop(long iterations) {
+    return chains<vec16, 16>(iterations);
+}
 
 #if defined(__x86_64__)
 typedef float vec8 __attribute__((vector_size(32)));
