@@ -24,10 +24,11 @@ void check(attngen_status status, benchmark::State &state) {
     if (status != ATTNGEN_OK) state.SkipWithError(attngen_last_error());
 }
 
-void BM_MhaForward(benchmark::State &state, Shape s) {
+// precision: of the handle's weights (float32 inputs and outputs in every precision).
+void BM_MhaForward(benchmark::State &state, Shape s, attngen_precision precision) {
     const attngen_mha_config config{
-        s.d_model,         s.heads, 0,   0, 0, 1, ATTNGEN_DEVICE_CPU, 0, 0, ATTNGEN_PRECISION_F32,
-        ATTNGEN_ROPE_NONE, 0,       0.0f};
+        s.d_model, s.heads,           0, 0,   0, 1, ATTNGEN_DEVICE_CPU, 0, 0,
+        precision, ATTNGEN_ROPE_NONE, 0, 0.0f};
     attngen_mha *m = nullptr;
     check(attngen_mha_create(&config, &m), state);
     const size_t dd = size_t(s.d_model) * s.d_model;
@@ -88,7 +89,12 @@ void BM_Linear(benchmark::State &state, Shape s) {
 const int registered = [] {
     for (const Shape &s : shapes()) {
         const std::string name = s.name;
-        benchmark::RegisterBenchmark(("mha_forward/" + name).c_str(), BM_MhaForward, s)
+        benchmark::RegisterBenchmark(("mha_forward/" + name).c_str(), BM_MhaForward, s,
+                                     ATTNGEN_PRECISION_F32)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+        benchmark::RegisterBenchmark(("mha_forward_bf16/" + name).c_str(), BM_MhaForward, s,
+                                     ATTNGEN_PRECISION_BF16)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();
         benchmark::RegisterBenchmark(("sdpa/" + name).c_str(), BM_Sdpa, s)

@@ -23,8 +23,9 @@ namespace {
 using attngen::DecodeShape;
 using attngen_bench::random_vector;
 
-attngen_mha_config config_of(const DecodeShape &s) {
+attngen_mha_config config_of(const DecodeShape &s, attngen_precision precision) {
     attngen_mha_config c{};
+    c.precision = precision;
     c.d_model = s.d_model;
     c.num_heads = s.heads;
     c.head_dim = s.head_dim;
@@ -35,12 +36,13 @@ attngen_mha_config config_of(const DecodeShape &s) {
     return c;
 }
 
-// The bytes one step must read at least: every weight once, every cached key and value once.
-double step_bytes(const DecodeShape &s) {
+// The bytes one step must read at least: every weight once, every cached key and value once,
+// each element of the handle's precision.
+double step_bytes(const DecodeShape &s, attngen_precision precision) {
     const double q = double(s.heads) * s.head_dim, kv = double(s.kv_heads) * s.head_dim;
     const double weights = double(s.d_model) * (2 * q + 2 * kv);
     const double cache = double(s.batch) * s.cache_len * 2 * kv;
-    return 4 * (weights + cache);
+    return (precision == ATTNGEN_PRECISION_F32 ? 4 : 2) * (weights + cache);
 }
 
 struct Handles {
@@ -58,9 +60,9 @@ bool ok(attngen_status s, benchmark::State &state) {
     return s == ATTNGEN_OK;
 }
 
-void BM_Decode(benchmark::State &state, DecodeShape s) {
+void BM_Decode(benchmark::State &state, DecodeShape s, attngen_precision precision) {
     Handles h;
-    const attngen_mha_config c = config_of(s);
+    const attngen_mha_config c = config_of(s, precision);
     if (!ok(attngen_mha_create(&c, &h.m), state)) return;
     const size_t q = size_t(s.heads) * s.head_dim, kv = size_t(s.kv_heads) * s.head_dim;
     const float wscale = 1.0f / std::sqrt(float(s.d_model));
@@ -101,7 +103,7 @@ void BM_Decode(benchmark::State &state, DecodeShape s) {
             break;
         benchmark::DoNotOptimize(out.data());
     }
-    const double bytes = step_bytes(s);
+    const double bytes = step_bytes(s, precision);
     state.counters["GB/s"] =
         benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
     state.counters["bw"] = benchmark::Counter(bytes * 1e-9 / attngen_bench::read_bandwidth_gbs(),
@@ -116,7 +118,12 @@ void BM_ReadBandwidth(benchmark::State &state) {
 
 const int registered = [] {
     for (const DecodeShape &s : attngen::decode_shapes()) {
-        benchmark::RegisterBenchmark((std::string("decode/") + s.name).c_str(), BM_Decode, s)
+        benchmark::RegisterBenchmark((std::string("decode/") + s.name).c_str(), BM_Decode, s,
+                                     ATTNGEN_PRECISION_F32)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+        benchmark::RegisterBenchmark((std::string("decode_bf16/") + s.name).c_str(), BM_Decode, s,
+                                     ATTNGEN_PRECISION_BF16)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();
     }

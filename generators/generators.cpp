@@ -1,6 +1,9 @@
 // The attngen generators: the fused MHA forward, scaled dot-product attention on projected
 // heads, and the projection on its own. Each composes the stages of stages.h and applies the
 // schedule of its target family; with an autoscheduler it only sets estimates.
+#include <map>
+#include <string>
+
 #include "Halide.h"
 #include "layout.h"
 #include "schedule_cpu.h"
@@ -16,6 +19,24 @@ using namespace Halide;
 // Estimates describe BERT-base (d_model 768, 12 heads of 64, 128 tokens): the autoschedulers
 // plan for it, and it is a shape where both projections and attention matter.
 constexpr int kEstBatch = 1, kEstLen = 128, kEstModel = 768, kEstHeads = 12, kEstHeadDim = 64;
+
+// The type a handle stores its weights and KV cache in (attngen_precision); the generators that
+// read them take it as their `precision` GeneratorParam.
+enum class Precision { F32, BF16, F16 };
+const std::map<std::string, Precision> kPrecisionNames = {
+    {"f32", Precision::F32}, {"bf16", Precision::BF16}, {"f16", Precision::F16}};
+
+Type storage_type(Precision p) {
+    switch (p) {
+        case Precision::BF16:
+            return BFloat(16);
+        case Precision::F16:
+            return Float(16);
+        case Precision::F32:
+            break;
+    }
+    return Float(32);
+}
 
 // Schedule knobs shared by every generator: a GeneratorParam per knob of schedule_knobs.h,
 // 0 (derived from the target) to its max, so a build (PARAMS) or the autotuner can set it.
@@ -103,6 +124,14 @@ class AttngenGenerator : public Generator<T> {
         return rotated;
     }
 
+    // The GPU schedules multiply float32 weights only.
+    void require_float32_on_gpu(Precision p) const {
+        if (p != Precision::F32 && this->get_target().has_gpu_feature()) {
+            throw CompileError("the GPU schedules take float32 weights only; target: " +
+                               this->get_target().to_string());
+        }
+    }
+
     // Only the fused forward has GPU schedules: the C API runs sdpa and linear on the CPU.
     void require_cpu_target() const {
         const Target t = this->get_target();
@@ -187,14 +216,16 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
     GeneratorParam<int> fixed_num_heads{"fixed_num_heads", 0, 0, 1 << 16};
     GeneratorParam<int> fixed_head_dim{"fixed_head_dim", 0, 0, 1 << 16};
     GeneratorParam<int> fixed_causal{"fixed_causal", -1, -1, 2};
+    GeneratorParam<Precision> precision{"precision", Precision::F32, kPrecisionNames};
 
     Input<Buffer<float, 3>> query{"query"};  // (d_model, q_len, batch)
     Input<Buffer<float, 3>> key{"key"};      // (kdim, kv_len, batch)
     Input<Buffer<float, 3>> value{"value"};  // (vdim, kv_len, batch)
     // Projection weights transposed and padded (layout.h): wq_t (padded H*hd, d_model),
-    // wk_t (padded Hkv*hd, kdim), wv_t (padded Hkv*vhd, vdim), wo_t (padded d_model, H*vhd).
-    Input<Buffer<float, 2>> wq_t{"wq_t"}, wk_t{"wk_t"}, wv_t{"wv_t"};
-    Input<Buffer<float, 2>> wo_t{"wo_t"};
+    // wk_t (padded Hkv*hd, kdim), wv_t (padded Hkv*vhd, vdim), wo_t (padded d_model, H*vhd),
+    // of the precision's type.
+    Input<Buffer<void, 2>> wq_t{"wq_t"}, wk_t{"wk_t"}, wv_t{"wv_t"};
+    Input<Buffer<void, 2>> wo_t{"wo_t"};
     Input<Buffer<float, 1>> bq{"bq"}, bk{"bk"}, bv{"bv"}, bo{"bo"};
     Input<int> num_heads{"num_heads", 1, 1, 1 << 16};
     Input<int> head_dim{"head_dim", 64, 1, 1 << 16};
@@ -212,10 +243,12 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
     Output<Buffer<float, 4>> *weights = nullptr;
 
     void configure() {
+        for (auto *w : {&wq_t, &wk_t, &wv_t, &wo_t}) w->set_type(storage_type(precision));
         if (weights_output) weights = add_output<Buffer<float, 4>>("weights");
     }
 
     void generate() {
+        require_float32_on_gpu(precision);
         const Expr q_len = query.dim(1).extent(), kv_len = key.dim(1).extent();
         const Expr heads = fixed_or_input(fixed_num_heads, num_heads, "num_heads");
         const Expr hd = fixed_or_input(fixed_head_dim, head_dim, "head_dim");
@@ -358,9 +391,11 @@ class LinearGenerator : public AttngenGenerator<LinearGenerator> {
 // positions innermost; v_rows (c, l, hk, b) as it keeps values.
 class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
   public:
-    Input<Buffer<float, 3>> key{"key"};                  // (kdim, len, batch)
-    Input<Buffer<float, 3>> value{"value"};              // (vdim, len, batch)
-    Input<Buffer<float, 2>> wk_t{"wk_t"}, wv_t{"wv_t"};  // padded, as the fused forward's
+    GeneratorParam<Precision> precision{"precision", Precision::F32, kPrecisionNames};
+
+    Input<Buffer<float, 3>> key{"key"};                 // (kdim, len, batch)
+    Input<Buffer<float, 3>> value{"value"};             // (vdim, len, batch)
+    Input<Buffer<void, 2>> wk_t{"wk_t"}, wv_t{"wv_t"};  // padded, as the fused forward's
     Input<Buffer<float, 1>> bk{"bk"}, bv{"bv"};
     Input<int> head_dim{"head_dim", 64, 1, 1 << 16};
     Input<int> v_head_dim{"v_head_dim", 64, 1, 1 << 16};
@@ -368,8 +403,16 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
     Input<int> rotary_dim{"rotary_dim", 64, 0, 1 << 16};
     Input<Buffer<double, 1>> rope_inv_freq{"rope_inv_freq"};
     Input<Buffer<int32_t, 1>> positions{"positions"};  // (batch): the first position of row 0
-    Output<Buffer<float, 4>> k_rows{"k_rows"};         // (len, head_dim, kv_heads, batch)
-    Output<Buffer<float, 4>> v_rows{"v_rows"};         // (v_head_dim, len, kv_heads, batch)
+    // In the precision's type, rounded to nearest: a float16 row beyond its range is infinite,
+    // which the runtime refuses before anything reaches the cache.
+    Output<Buffer<void, 4>> k_rows{"k_rows"};  // (len, head_dim, kv_heads, batch)
+    Output<Buffer<void, 4>> v_rows{"v_rows"};  // (v_head_dim, len, kv_heads, batch)
+
+    void configure() {
+        const Type t = storage_type(precision);
+        for (auto *w : {&wk_t, &wv_t}) w->set_type(t);
+        for (auto *rows : {&k_rows, &v_rows}) rows->set_type(t);
+    }
 
     void generate() {
         require_cpu_target();
@@ -388,8 +431,9 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
         position(l, b) = first(b) + l;
         Func kr =
             rotary("k_rotated", kh, RopeInputs{rope, rotary_dim, bounded(rope_inv_freq)}, position);
-        k_rows(l, d, hk, b) = kr(d, l, hk, b);
-        v_rows(c, l, hk, b) = vh(c, l, hk, b);
+        const Type stored = storage_type(precision);
+        k_rows(l, d, hk, b) = cast(stored, kr(d, l, hk, b));
+        v_rows(c, l, hk, b) = cast(stored, vh(c, l, hk, b));
 
         key.set_estimates({{0, kEstModel}, {0, 1}, {0, 8}});
         value.set_estimates({{0, kEstModel}, {0, 1}, {0, 8}});
@@ -420,12 +464,16 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
 // projection.
 class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
   public:
+    GeneratorParam<Precision> precision{"precision", Precision::F32, kPrecisionNames};
+
     Input<Buffer<float, 3>> query{"query"};  // (d_model, q_len, batch)
-    Input<Buffer<float, 2>> wq_t{"wq_t"}, wo_t{"wo_t"};
+    // Weights and cache in the precision's type; the attention widens the cached keys and
+    // values to float32 and multiplies them by float32 queries and probabilities.
+    Input<Buffer<void, 2>> wq_t{"wq_t"}, wo_t{"wo_t"};
     Input<Buffer<float, 1>> bq{"bq"}, bo{"bo"};
     // (kCacheKeyBlock, head_dim, blocks, kv_heads, max_batch): position p is (p % block, p / block)
-    Input<Buffer<float, 5>> k_cache{"k_cache"};
-    Input<Buffer<float, 4>> v_cache{"v_cache"};    // (v_head_dim, max_len, kv_heads, max_batch)
+    Input<Buffer<void, 5>> k_cache{"k_cache"};
+    Input<Buffer<void, 4>> v_cache{"v_cache"};     // (v_head_dim, max_len, kv_heads, max_batch)
     Input<Buffer<int32_t, 1>> items{"items"};      // (batch)
     Input<Buffer<int32_t, 1>> lengths{"lengths"};  // (batch): the positions each item holds
     Input<int> num_heads{"num_heads", 1, 1, 1 << 16};
@@ -439,6 +487,13 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
     Input<int> causal{"causal", 0, 0, 2};
     Input<int> key_limit{"key_limit", 1, 0, 1 << 30};  // the largest length in this call
     Output<Buffer<float, 2>> output{"output"};         // (d_model, q_len * batch)
+
+    void configure() {
+        const Type t = storage_type(precision);
+        for (auto *w : {&wq_t, &wo_t}) w->set_type(t);
+        k_cache.set_type(t);
+        v_cache.set_type(t);
+    }
 
     void generate() {
         require_cpu_target();
@@ -460,9 +515,12 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         const Func blocked_keys = bounded(k_cache);
         Func keys("cached_keys");
         keys(j, kd, khk, kitem) =
-            blocked_keys(j % kCacheKeyBlock, kd, j / kCacheKeyBlock, khk, kitem);
+            cast<float>(blocked_keys(j % kCacheKeyBlock, kd, j / kCacheKeyBlock, khk, kitem));
         in.k_cache = keys;
-        in.v_cache = bounded(v_cache);
+        const Func cached_values = bounded(v_cache);
+        Func values("cached_values");
+        values(kd, j, khk, kitem) = cast<float>(cached_values(kd, j, khk, kitem));
+        in.v_cache = values;
         in.items = bounded(items);
         in.lengths = n;
         in.dk = head_dim;

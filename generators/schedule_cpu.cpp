@@ -226,6 +226,12 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
                            ")");
     }
     const int tile_l = knobs.gemm_rows;
+    if (p.operand.defined()) {
+        // Rounded once per input element, into a buffer that the register tiles read as they
+        // read a float32 input: rounded inline, every broadcast of the tile would round again.
+        const std::vector<Var> a = p.operand.args();
+        p.operand.compute_root().vectorize(a[0], vec, TailStrategy::GuardWithIf).parallel(a[2]);
+    }
     // Before the matrix-product schedule below: a specialization starts from a copy of the
     // stage's schedule as it is when specialized.
     if (rows == ProjectionRows::FewOrMany) schedule_split_reduction(p, vec);

@@ -20,12 +20,29 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
     p.in_features = group_size * groups;
     const Var &o = p.o, &n = p.n;
     const Expr row = clamp(n, 0, rows - 1);
+    const Type weight_type = w_t.type();
+    Func operand = x;
+    if (weight_type != Float(32)) {
+        Var d("d"), g("g"), m("m");
+        p.operand = Func(name + "_operand");
+        p.operand(d, g, m) = round_operand(x(d, g, m), weight_type);
+        operand = p.operand;
+    }
+    const Expr weight = cast<float>(w_t(o, p.r.y * group_size + p.r.x));
     // The sum starts from the bias, not from 0: LLVM turned a register tile's zero
     // initialization into a call to memset (perf: 1-2% of a forward).
     p.acc(o, n) = bias(o);
-    p.acc(o, n) += x(p.r.x, p.r.y, row) * w_t(o, p.r.y * group_size + p.r.x);
+    p.acc(o, n) += operand(p.r.x, p.r.y, row) * weight;
     p.result(o, n) = p.acc(o, n);
     return p;
+}
+
+Expr round_operand(const Expr &x, const Type &type) {
+    if (type == Float(16)) {
+        constexpr float kLargestHalf = 65504.0f;
+        return cast<float>(cast(type, clamp(x, -kLargestHalf, kLargestHalf)));
+    }
+    return cast<float>(cast(type, x));
 }
 
 Func as_rows(const Func &x, const Expr &len) {

@@ -17,7 +17,10 @@ namespace attngen {
 // `groups` groups of `group_size` (f = g * group_size + d) so the output projection can read the
 // per-head attention output directly, without a head-merge copy.
 struct ProjectionStage {
-    Halide::Func acc;     // acc(o, n): the reduction, initialised to the bias
+    Halide::Func acc;  // acc(o, n): the reduction, initialised to the bias
+    // operand(d, g, n): x rounded to the weights' precision (bfloat16 or float16 weights), as
+    // float; undefined with float32 weights, which multiply x as it is.
+    Halide::Func operand;
     Halide::Func result;  // result(o, n)
     Halide::Var o{"o"}, n{"n"};
     Halide::RDom r;
@@ -26,11 +29,18 @@ struct ProjectionStage {
 };
 
 // x(d, g, n) is read at rows clamp(n, 0, rows - 1) so that a schedule may compute whole
-// register tiles past the last row without reading outside the input.
+// register tiles past the last row without reading outside the input. w_t may hold float32,
+// bfloat16 or float16: the products then take x rounded to that type (round_operand) and the
+// weights widened to float32, and accumulate in float32.
 ProjectionStage define_projection(const std::string &name, const Halide::Func &x,
                                   const Halide::Expr &group_size, const Halide::Expr &groups,
                                   const Halide::Expr &rows, const Halide::Func &w_t,
                                   const Halide::Func &bias);
+
+// x rounded to nearest (even) in `type` (bfloat16 or float16) and widened back to float32.
+// Float16 saturates at +-65504, its largest finite value, so that an activation beyond its range
+// stays finite (README, "Precision").
+Halide::Expr round_operand(const Halide::Expr &x, const Halide::Type &type);
 
 // A batched input x(d, l, b) of `len` rows per batch as rows x(d, 0, n): one group of all
 // features, rows of all batches in one sequence.

@@ -8,7 +8,9 @@
 
 #include <HalideRuntime.h>
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "mask_buffers.h"
@@ -17,12 +19,22 @@
 
 namespace attngen::rt {
 
-// A packed projection's weight and bias as kernel buffers over its storage.
+// A packed projection's weight and bias as kernel buffers over its storage: the weight of the
+// projection's precision (a bfloat16 or float16 buffer over its bits), the bias float32.
 struct ProjectionBuffers {
-    TensorBuffer<float, 2> weight;
+    std::optional<TensorBuffer<float, 2>> float_weight;
+    std::optional<TensorBuffer<uint16_t, 2>> half_weight;
     TensorBuffer<float, 1> bias;
-    explicit ProjectionBuffers(const PackedProjection &p)
-        : weight(p.weight.data(), {p.in, p.padded_out}), bias(p.bias.data(), {p.padded_out}) {}
+
+    explicit ProjectionBuffers(const PackedProjection &p) : bias(p.bias.data(), {p.padded_out}) {
+        if (p.precision == ATTNGEN_PRECISION_F32) {
+            float_weight.emplace(p.weight.data(), std::array<int32_t, 2>{p.in, p.padded_out});
+        } else {
+            half_weight.emplace(p.weight_bits.data(), std::array<int32_t, 2>{p.in, p.padded_out},
+                                std::array<bool, 2>{}, half_precision_type(p.precision));
+        }
+    }
+    halide_buffer_t *weight() { return float_weight ? float_weight->get() : half_weight->get(); }
 };
 
 // Every input of a fused forward kernel. The projections are named, not positional: a
@@ -44,10 +56,10 @@ struct FusedForwardInputs {
         return {query,
                 key,
                 value,
-                wq->weight.get(),
-                wk->weight.get(),
-                wv->weight.get(),
-                wo->weight.get(),
+                wq->weight(),
+                wk->weight(),
+                wv->weight(),
+                wo->weight(),
                 wq->bias.get(),
                 wk->bias.get(),
                 wv->bias.get(),
@@ -65,12 +77,12 @@ template <typename Kernel, typename... Outputs>
 int call_fused_forward(Kernel kernel, void *user_context, const FusedForwardInputs &in,
                        Outputs *...outputs) {
     MaskBuffers &m = *in.masks;
-    return kernel(user_context, in.query, in.key, in.value, in.wq->weight.get(),
-                  in.wk->weight.get(), in.wv->weight.get(), in.wo->weight.get(), in.wq->bias.get(),
-                  in.wk->bias.get(), in.wv->bias.get(), in.wo->bias.get(), in.num_heads,
-                  in.head_dim, in.num_kv_heads, in.v_head_dim, in.rope, in.rotary_dim,
-                  in.rope_inv_freq, in.scale, m.causal(), m.kv_lengths(), m.has_bool_mask(),
-                  m.bool_mask(), m.has_additive(), m.additive(), outputs...);
+    return kernel(user_context, in.query, in.key, in.value, in.wq->weight(), in.wk->weight(),
+                  in.wv->weight(), in.wo->weight(), in.wq->bias.get(), in.wk->bias.get(),
+                  in.wv->bias.get(), in.wo->bias.get(), in.num_heads, in.head_dim, in.num_kv_heads,
+                  in.v_head_dim, in.rope, in.rotary_dim, in.rope_inv_freq, in.scale, m.causal(),
+                  m.kv_lengths(), m.has_bool_mask(), m.bool_mask(), m.has_additive(), m.additive(),
+                  outputs...);
 }
 
 }  // namespace attngen::rt

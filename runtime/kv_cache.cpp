@@ -1,9 +1,10 @@
 // attngen_kv_cache: projected, rotated keys and values per item, appended step by step, and the
 // cached forward that attends to them (attngen_mha_forward_cached).
 //
-// Layout, chosen for the decode kernel: keys [item][kv_head][head_dim][max_len] (positions
-// innermost, so a split of keys is a run of whole vectors for the scores), values
-// [item][kv_head][max_len][v_head_dim] (features innermost, for probs x values).
+// Layout, chosen for the decode kernel: keys [item][kv_head][blocks][head_dim][kCacheKeyBlock]
+// (positions innermost, so a block of keys is a run of whole vectors for the scores), values
+// [item][kv_head][max_len][v_head_dim] (features innermost, for probs x values). Elements are
+// of the handle's precision: float32, or the bits of bfloat16 or float16.
 #include <attngen/attngen.h>
 
 #include <algorithm>
@@ -15,9 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "attngen_kv_project_bf16_cpu.h"
 #include "attngen_kv_project_cpu.h"
+#include "attngen_kv_project_f16_cpu.h"
+#include "attngen_mha_decode_bf16_cpu.h"
 #include "attngen_mha_decode_cpu.h"
+#include "attngen_mha_decode_f16_cpu.h"
 #include "errors.h"
+#include "half_precision.h"
 #include "layout.h"
 #include "mha_handle.h"
 #include "staged_output.h"
@@ -32,8 +38,10 @@ struct attngen_kv_cache {
     int32_t max_batch, max_len;
     int32_t blocks;  // of kCacheKeyBlock positions, covering max_len
     int32_t kv_heads, head_dim, v_head_dim;
-    std::vector<float> keys;    // [max_batch][kv_heads][blocks][head_dim][kCacheKeyBlock]
-    std::vector<float> values;  // [max_batch][kv_heads][max_len][v_head_dim]
+    attngen_precision precision;
+    size_t element;               // bytes per stored element
+    std::vector<uint8_t> keys;    // [max_batch][kv_heads][blocks][head_dim][kCacheKeyBlock]
+    std::vector<uint8_t> values;  // [max_batch][kv_heads][max_len][v_head_dim]
     std::vector<int32_t> lengths;
 
     size_t key_offset(int32_t item, int32_t hk, int32_t d, int32_t position) const {
@@ -46,6 +54,56 @@ struct attngen_kv_cache {
 };
 
 namespace {
+
+// The kernels of one precision; every build of a generator has the same signature.
+struct CacheKernels {
+    decltype(&attngen_kv_project_cpu) project;
+    decltype(&attngen_mha_decode_cpu) decode;
+    const char *project_name, *decode_name;
+};
+
+const CacheKernels &cache_kernels(attngen_precision precision) {
+    static const CacheKernels f32{attngen_kv_project_cpu, attngen_mha_decode_cpu,
+                                  "attngen_kv_project_cpu", "attngen_mha_decode_cpu"};
+    static const CacheKernels bf16{attngen_kv_project_bf16_cpu, attngen_mha_decode_bf16_cpu,
+                                   "attngen_kv_project_bf16_cpu", "attngen_mha_decode_bf16_cpu"};
+    static const CacheKernels f16{attngen_kv_project_f16_cpu, attngen_mha_decode_f16_cpu,
+                                  "attngen_kv_project_f16_cpu", "attngen_mha_decode_f16_cpu"};
+    if (precision == ATTNGEN_PRECISION_BF16) return bf16;
+    if (precision == ATTNGEN_PRECISION_F16) return f16;
+    return f32;
+}
+
+halide_type_t stored_type(attngen_precision precision) {
+    return precision == ATTNGEN_PRECISION_F32 ? halide_type_for<float>()
+                                              : half_precision_type(precision);
+}
+
+// Stored elements (any precision) as a kernel buffer: Halide strides count elements, so the
+// bytes' pointer with the elements' type describes them.
+template <int N>
+TensorBuffer<uint8_t, N> stored_buffer(const std::vector<uint8_t> &bytes, attngen_precision p,
+                                       const std::array<int32_t, N> &shape) {
+    return TensorBuffer<uint8_t, N>(bytes.data(), shape, {}, stored_type(p));
+}
+
+// A float16 cache cannot hold a projected key or value beyond 65504: the kernel rounds it to
+// infinity, found here before anything is appended.
+attngen_status require_storable(const std::vector<uint8_t> &rows, attngen_precision p,
+                                const char *what) {
+    if (p != ATTNGEN_PRECISION_F16) return ATTNGEN_OK;
+    for (size_t i = 0; i < rows.size() / 2; ++i) {
+        uint16_t h;
+        std::memcpy(&h, &rows[2 * i], 2);
+        if (is_float16_infinite(h)) {
+            return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                        std::string("a projected ") + what +
+                            " is beyond float16's range (|x| <= 65504) of this "
+                            "ATTNGEN_PRECISION_F16 cache; nothing was appended");
+        }
+    }
+    return ATTNGEN_OK;
+}
 
 attngen_status require_cache_of(const attngen_mha *m, const attngen_kv_cache *c) {
     ATTNGEN_RETURN_IF_ERROR(require_not_null(m, "m"));
@@ -128,10 +186,15 @@ static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t
     c->kv_heads = cfg.num_kv_heads;
     c->head_dim = cfg.head_dim;
     c->v_head_dim = cfg.v_head_dim;
+    c->precision = cfg.precision;
+    c->element = size_t(element_bytes(cfg.precision));
     try {
-        c->keys.assign(
-            size_t(max_batch) * cfg.num_kv_heads * blocks * cfg.head_dim * kCacheKeyBlock, 0.0f);
-        c->values.assign(size_t(max_batch) * cfg.num_kv_heads * max_len * cfg.v_head_dim, 0.0f);
+        // Zero bytes are +0 in every precision.
+        c->keys.assign(size_t(max_batch) * cfg.num_kv_heads * blocks * cfg.head_dim *
+                           kCacheKeyBlock * c->element,
+                       0);
+        c->values.assign(
+            size_t(max_batch) * cfg.num_kv_heads * max_len * cfg.v_head_dim * c->element, 0);
         c->lengths.assign(max_batch, 0);
     } catch (const std::bad_alloc &) {
         return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, "cannot allocate a cache of " +
@@ -195,11 +258,12 @@ static attngen_status attngen_kv_cache_append_impl(attngen_mha *m, attngen_kv_ca
     std::shared_lock<std::shared_mutex> lock(m->projections_mutex);
     ATTNGEN_RETURN_IF_ERROR(require_projections(m));
     const ProjectionWeights &w = *m->projections;
-    std::vector<float> k_rows, v_rows;
+    const size_t element = c->element;
+    std::vector<uint8_t> k_rows, v_rows;
     std::vector<int32_t> first(batch);
     try {
-        k_rows.resize(size_t(batch) * cfg.num_kv_heads * cfg.head_dim * len);
-        v_rows.resize(size_t(batch) * cfg.num_kv_heads * len * cfg.v_head_dim);
+        k_rows.resize(size_t(batch) * cfg.num_kv_heads * cfg.head_dim * len * element);
+        v_rows.resize(size_t(batch) * cfg.num_kv_heads * len * cfg.v_head_dim * element);
     } catch (const std::bad_alloc &) {
         return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, "cannot allocate the projected rows");
     }
@@ -208,29 +272,42 @@ static attngen_status attngen_kv_cache_append_impl(attngen_mha *m, attngen_kv_ca
     TensorBuffer<float, 3> value_buf(value, {batch, len, cfg.vdim});
     TensorBuffer<double, 1> inv_freq(cfg.rope_inv_freq.data(), {int32_t(cfg.rope_inv_freq.size())});
     TensorBuffer<int32_t, 1> first_buf(first.data(), {batch});
-    TensorBuffer<float, 4> k_buf(k_rows.data(), {batch, cfg.num_kv_heads, cfg.head_dim, len});
-    TensorBuffer<float, 4> v_buf(v_rows.data(), {batch, cfg.num_kv_heads, len, cfg.v_head_dim});
+    auto k_buf =
+        stored_buffer<4>(k_rows, c->precision, {batch, cfg.num_kv_heads, cfg.head_dim, len});
+    auto v_buf =
+        stored_buffer<4>(v_rows, c->precision, {batch, cfg.num_kv_heads, len, cfg.v_head_dim});
+    const CacheKernels &kernels = cache_kernels(c->precision);
     KernelContext context;
-    const int code = attngen_kv_project_cpu(
-        &context, key_buf.get(), value_buf.get(), w.wk->weight.get(), w.wv->weight.get(),
-        w.wk->bias.get(), w.wv->bias.get(), cfg.head_dim, cfg.v_head_dim, cfg.rope, cfg.rotary_dim,
-        inv_freq.get(), first_buf.get(), k_buf.get(), v_buf.get());
-    if (code != 0) return kernel_failure("attngen_kv_project_cpu", code, context);
+    const int code =
+        kernels.project(&context, key_buf.get(), value_buf.get(), w.wk->weight(), w.wv->weight(),
+                        w.wk->bias.get(), w.wv->bias.get(), cfg.head_dim, cfg.v_head_dim, cfg.rope,
+                        cfg.rotary_dim, inv_freq.get(), first_buf.get(), k_buf.get(), v_buf.get());
+    if (code != 0) return kernel_failure(kernels.project_name, code, context);
+    ATTNGEN_RETURN_IF_ERROR(require_storable(k_rows, c->precision, "key"));
+    ATTNGEN_RETURN_IF_ERROR(require_storable(v_rows, c->precision, "value"));
 
     // Every check has passed and the kernel succeeded: only now does the cache change.
     for (int32_t b = 0; b < batch; ++b) {
         const int32_t item = item_of[b], n = first[b];
         for (int32_t hk = 0; hk < cfg.num_kv_heads; ++hk) {
             for (int32_t d = 0; d < cfg.head_dim; ++d) {
-                const float *from =
-                    &k_rows[((size_t(b) * cfg.num_kv_heads + hk) * cfg.head_dim + d) * len];
-                for (int32_t t = 0; t < len; ++t) {
-                    c->keys[c->key_offset(item, hk, d, n + t)] = from[t];
+                const uint8_t *from =
+                    &k_rows[((size_t(b) * cfg.num_kv_heads + hk) * cfg.head_dim + d) * len *
+                            element];
+                // Runs of positions within one block of the cache are contiguous.
+                for (int32_t t = 0; t < len;) {
+                    const int32_t position = n + t;
+                    const int32_t run =
+                        std::min(len - t, kCacheKeyBlock - position % kCacheKeyBlock);
+                    std::memcpy(&c->keys[c->key_offset(item, hk, d, position) * element],
+                                from + size_t(t) * element, size_t(run) * element);
+                    t += run;
                 }
             }
-            const float *from = &v_rows[(size_t(b) * cfg.num_kv_heads + hk) * len * cfg.v_head_dim];
-            std::memcpy(&c->values[c->value_offset(item, hk, n)], from,
-                        size_t(len) * cfg.v_head_dim * sizeof(float));
+            const uint8_t *from =
+                &v_rows[(size_t(b) * cfg.num_kv_heads + hk) * len * cfg.v_head_dim * element];
+            std::memcpy(&c->values[c->value_offset(item, hk, n) * element], from,
+                        size_t(len) * cfg.v_head_dim * element);
         }
         c->lengths[item] = n + len;
     }
@@ -270,21 +347,22 @@ static attngen_status attngen_mha_forward_cached_impl(attngen_mha *m, const attn
     StagedOutput staged(out, size_t(batch) * q_len * cfg.d_model);
     ATTNGEN_RETURN_IF_ERROR(staged.allocate("out"));
     TensorBuffer<float, 3> query_buf(query, {batch, q_len, cfg.d_model});
-    TensorBuffer<float, 5> k_cache(
-        c->keys.data(), {c->max_batch, c->kv_heads, c->blocks, c->head_dim, kCacheKeyBlock});
-    TensorBuffer<float, 4> v_cache(c->values.data(),
-                                   {c->max_batch, c->kv_heads, c->max_len, c->v_head_dim});
+    auto k_cache = stored_buffer<5>(
+        c->keys, c->precision, {c->max_batch, c->kv_heads, c->blocks, c->head_dim, kCacheKeyBlock});
+    auto v_cache = stored_buffer<4>(c->values, c->precision,
+                                    {c->max_batch, c->kv_heads, c->max_len, c->v_head_dim});
     TensorBuffer<int32_t, 1> items_buf(item_of.data(), {batch});
     TensorBuffer<int32_t, 1> lengths_buf(lengths.data(), {batch});
     TensorBuffer<double, 1> inv_freq(cfg.rope_inv_freq.data(), {int32_t(cfg.rope_inv_freq.size())});
     TensorBuffer<float, 2> out_buf(staged.data(), {batch * q_len, cfg.d_model});
+    const CacheKernels &kernels = cache_kernels(c->precision);
     KernelContext context;
-    const int code = attngen_mha_decode_cpu(
-        &context, query_buf.get(), w.wq->weight.get(), w.wo->weight.get(), w.wq->bias.get(),
+    const int code = kernels.decode(
+        &context, query_buf.get(), w.wq->weight(), w.wo->weight(), w.wq->bias.get(),
         w.wo->bias.get(), k_cache.get(), v_cache.get(), items_buf.get(), lengths_buf.get(),
         cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.v_head_dim, cfg.rope, cfg.rotary_dim,
         inv_freq.get(), cfg.scale(), causal_value, key_limit, out_buf.get());
-    if (code != 0) return kernel_failure("attngen_mha_decode_cpu", code, context);
+    if (code != 0) return kernel_failure(kernels.decode_name, code, context);
     staged.commit();
     clear_error();
     return ATTNGEN_OK;

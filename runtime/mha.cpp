@@ -9,8 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "attngen_mha_forward_bf16_cpu.h"
 #include "attngen_mha_forward_cpu.h"
+#include "attngen_mha_forward_f16_cpu.h"
+#include "attngen_mha_forward_weights_bf16_cpu.h"
 #include "attngen_mha_forward_weights_cpu.h"
+#include "attngen_mha_forward_weights_f16_cpu.h"
 #ifdef ATTNGEN_HAVE_CUDA
 #include "attngen_mha_forward_cuda.h"
 #include "attngen_mha_forward_weights_cuda.h"
@@ -38,8 +42,8 @@ using namespace attngen::rt;
 
 namespace {
 
-// The fused forward kernels of one device. Every build of the generator has the same
-// signature, whatever its target.
+// The fused forward kernels of one device and precision. Every build of the generator has the
+// same signature, whatever its target and precision (the weights' buffers carry their type).
 struct MhaKernels {
     decltype(&attngen_mha_forward_cpu) plain;
     decltype(&attngen_mha_forward_weights_cpu) with_probs;  // weights_output=true
@@ -47,9 +51,15 @@ struct MhaKernels {
     const char *probs_name;
 };
 
-const MhaKernels &kernels_for(attngen_device device) {
+const MhaKernels &kernels_for(attngen_device device, attngen_precision precision) {
     static const MhaKernels cpu{attngen_mha_forward_cpu, attngen_mha_forward_weights_cpu,
                                 "attngen_mha_forward_cpu", "attngen_mha_forward_weights_cpu"};
+    static const MhaKernels cpu_bf16{
+        attngen_mha_forward_bf16_cpu, attngen_mha_forward_weights_bf16_cpu,
+        "attngen_mha_forward_bf16_cpu", "attngen_mha_forward_weights_bf16_cpu"};
+    static const MhaKernels cpu_f16{
+        attngen_mha_forward_f16_cpu, attngen_mha_forward_weights_f16_cpu,
+        "attngen_mha_forward_f16_cpu", "attngen_mha_forward_weights_f16_cpu"};
 #ifdef ATTNGEN_HAVE_CUDA
     static const MhaKernels cuda{attngen_mha_forward_cuda, attngen_mha_forward_weights_cuda,
                                  "attngen_mha_forward_cuda", "attngen_mha_forward_weights_cuda"};
@@ -62,6 +72,9 @@ const MhaKernels &kernels_for(attngen_device device) {
     if (device == ATTNGEN_DEVICE_OPENCL) return opencl;
 #endif
     (void)device;  // only devices that passed gpu_interface_or_fail get here
+    // GPU handles are float32 (resolve_config).
+    if (precision == ATTNGEN_PRECISION_BF16) return cpu_bf16;
+    if (precision == ATTNGEN_PRECISION_F16) return cpu_f16;
     return cpu;
 }
 
@@ -114,12 +127,32 @@ static attngen_status attngen_mha_set_weights_impl(attngen_mha *m, const float *
     } else {
         bq = bk = bv = bo = nullptr;  // documented: ignored without use_bias
     }
+    if (c.precision == ATTNGEN_PRECISION_F16) {
+        const struct {
+            const float *pointer;
+            int64_t size;
+            const char *name;
+        } stored[] = {{wq, c.inner() * c.d_model, "wq"},
+                      {wk, c.kv_inner() * c.kdim, "wk"},
+                      {wv, c.v_inner() * c.vdim, "wv"},
+                      {wo, c.d_model * c.out_inner(), "wo"}};
+        for (const auto &w : stored) {
+            const int64_t at = first_beyond_float16(w.pointer, size_t(w.size));
+            if (at >= 0) {
+                return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                            std::string(w.name) + "[" + std::to_string(at) +
+                                "] = " + std::to_string(w.pointer[at]) +
+                                " is beyond float16's range (|w| <= 65504) of this "
+                                "ATTNGEN_PRECISION_F16 handle; nothing was changed");
+            }
+        }
+    }
     // Pack (and upload) outside the lock so forwards keep running meanwhile; swap in under it.
     auto packed = std::make_unique<ProjectionWeights>();
-    packed->q.pack(wq, bq, int32_t(c.inner()), c.d_model, c.device);
-    packed->k.pack(wk, bk, int32_t(c.kv_inner()), c.kdim, c.device);
-    packed->v.pack(wv, bv, int32_t(c.v_inner()), c.vdim, c.device);
-    packed->o.pack(wo, bo, c.d_model, int32_t(c.out_inner()), c.device);
+    packed->q.pack(wq, bq, int32_t(c.inner()), c.d_model, c.device, c.precision);
+    packed->k.pack(wk, bk, int32_t(c.kv_inner()), c.kdim, c.device, c.precision);
+    packed->v.pack(wv, bv, int32_t(c.v_inner()), c.vdim, c.device, c.precision);
+    packed->o.pack(wo, bo, c.d_model, int32_t(c.out_inner()), c.device, c.precision);
     ATTNGEN_RETURN_IF_ERROR(packed->upload(c.device));
     std::unique_lock<std::shared_mutex> lock(m->projections_mutex);
     std::swap(m->projections, packed);
@@ -273,7 +306,7 @@ static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, in
         if (with_probs) scratch.track(t.probs.get());
     }
 
-    const MhaKernels &kernels = kernels_for(c.device);
+    const MhaKernels &kernels = kernels_for(c.device, c.precision);
     KernelContext context;
     int code = run_forward_kernel(kernels, &context, c, *m->projections, t, masks, with_probs);
     if (code == 0 && on_gpu) code = halide_copy_to_host(&context, t.out.get());
@@ -322,7 +355,7 @@ static attngen_status attngen_mha_forward_device_impl(attngen_mha *m, int32_t ba
     DeviceScratch scratch;
     CompactUpload mask_upload(c.device);
     ATTNGEN_RETURN_IF_ERROR(upload_masks(mask_upload, masks));
-    const MhaKernels &kernels = kernels_for(c.device);
+    const MhaKernels &kernels = kernels_for(c.device, c.precision);
     KernelContext context;
     std::vector<halide_buffer_t *> outputs = {t.out.get()};
     if (with_probs) outputs.push_back(t.probs.get());

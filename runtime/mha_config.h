@@ -16,6 +16,7 @@ struct ResolvedConfig {
     bool use_bias;
     attngen_device device;
     int32_t num_kv_heads, v_head_dim;
+    attngen_precision precision;  // of the weights and of the KV caches made from the handle
     attngen_rope rope;
     int32_t rotary_dim;
     float rope_theta;

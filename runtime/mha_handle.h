@@ -32,7 +32,7 @@ struct ProjectionWeights {
         if (device == ATTNGEN_DEVICE_CPU) return ATTNGEN_OK;
         const halide_device_interface_t *interface = gpu_interface_or_fail(device);
         for (ProjectionBuffers *b : {wq.get(), wk.get(), wv.get(), wo.get()}) {
-            for (halide_buffer_t *buf : {b->weight.get(), b->bias.get()}) {
+            for (halide_buffer_t *buf : {b->weight(), b->bias.get()}) {
                 device_copies.track(buf);
                 buf->flags = halide_buffer_flag_host_dirty;
                 KernelContext context;

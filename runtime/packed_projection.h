@@ -6,36 +6,70 @@
 
 #include <attngen/attngen.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "half_precision.h"
 #include "layout.h"
 
 namespace attngen::rt {
 
 struct PackedProjection {
     int32_t in = 0, out = 0, padded_out = 0;
-    std::vector<float> weight;  // [in, padded_out]
-    std::vector<float> bias;    // [padded_out]
+    attngen_precision precision = ATTNGEN_PRECISION_F32;
+    std::vector<float> weight;          // [in, padded_out], float32 weights
+    std::vector<uint16_t> weight_bits;  // the same as bfloat16 or float16 bits, otherwise
+    std::vector<float> bias;            // [padded_out], float32 in every precision
 
-    // w is [out_features, in_features] as torch.nn.Linear stores it; b may be NULL.
+    // w is [out_features, in_features] as torch.nn.Linear stores it; b may be NULL. Weights are
+    // rounded to nearest in `p`; a float16 weight beyond its range becomes infinite, so callers
+    // refuse those first (first_beyond_float16).
     void pack(const float *w, const float *b, int32_t out_features, int32_t in_features,
-              attngen_device device = ATTNGEN_DEVICE_CPU) {
+              attngen_device device = ATTNGEN_DEVICE_CPU,
+              attngen_precision p = ATTNGEN_PRECISION_F32) {
         in = in_features;
         out = out_features;
+        precision = p;
         padded_out = round_up(out_features, kWeightPadding) +
                      (device == ATTNGEN_DEVICE_CPU ? 0 : kGpuExtraWeightPadding);
-        weight.assign(size_t(in) * padded_out, 0.0f);
+        const size_t size = size_t(in) * padded_out;
+        if (p == ATTNGEN_PRECISION_F32) {
+            weight.assign(size, 0.0f);
+        } else {
+            weight_bits.assign(size, 0);  // +0 in both formats
+        }
         bias.assign(padded_out, 0.0f);
         for (int32_t o = 0; o < out; ++o) {
             for (int32_t i = 0; i < in; ++i) {
-                weight[size_t(i) * padded_out + o] = w[size_t(o) * in + i];
+                const size_t at = size_t(i) * padded_out + o;
+                const float x = w[size_t(o) * in + i];
+                if (p == ATTNGEN_PRECISION_F32) {
+                    weight[at] = x;
+                } else {
+                    weight_bits[at] = to_half_precision(x, p);
+                }
             }
             if (b != nullptr) bias[o] = b[o];
         }
     }
+
+    // Bytes the packed weights and bias occupy.
+    size_t bytes() const {
+        return weight.size() * sizeof(float) + weight_bits.size() * sizeof(uint16_t) +
+               bias.size() * sizeof(float);
+    }
 };
+
+// The index of the first finite element of x[0..n) that float16 cannot hold (|x| > 65504
+// rounds to infinity), or -1.
+inline int64_t first_beyond_float16(const float *x, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        if (std::fabs(x[i]) >= 65520.0f && std::isfinite(x[i])) return int64_t(i);
+    }
+    return -1;
+}
 
 }  // namespace attngen::rt
 

@@ -3,6 +3,7 @@
 #define ATTNGEN_RUNTIME_TENSOR_BUFFER_H
 
 #include <HalideRuntime.h>
+#include <attngen/attngen.h>
 
 #include <array>
 #include <cstdint>
@@ -27,6 +28,17 @@ template <>
 inline halide_type_t halide_type_for<uint8_t>() {
     return halide_type_t(halide_type_uint, 8);
 }
+template <>
+inline halide_type_t halide_type_for<uint16_t>() {
+    return halide_type_t(halide_type_uint, 16);
+}
+
+// The Halide type of a half precision's bits (attngen_precision BF16 or F16), for a
+// TensorBuffer<uint16_t, N> over them.
+inline halide_type_t half_precision_type(attngen_precision p) {
+    return p == ATTNGEN_PRECISION_F16 ? halide_type_t(halide_type_float, 16)
+                                      : halide_type_t(halide_type_bfloat, 16);
+}
 
 // A dense row-major tensor seen as a Halide buffer: shape is outermost first, as in the C API,
 // and becomes Halide dimensions innermost first. A dimension marked broadcast has stride 0, so
@@ -35,8 +47,11 @@ inline halide_type_t halide_type_for<uint8_t>() {
 template <typename T, int N>
 class TensorBuffer {
   public:
+    // type: the elements' Halide type where T alone does not say it (uint16_t bits of bfloat16
+    // or float16).
     TensorBuffer(const T *data, const std::array<int32_t, N> &shape,
-                 const std::array<bool, N> &broadcast = {}) {
+                 const std::array<bool, N> &broadcast = {},
+                 halide_type_t type = halide_type_for<T>()) {
         int32_t stride = 1;
         for (int k = N - 1; k >= 0; --k) {
             halide_dimension_t &dim = dims_[N - 1 - k];
@@ -51,7 +66,7 @@ class TensorBuffer {
         // Kernels never write inputs; halide_buffer_t has no const host pointer.
         buffer_.host = reinterpret_cast<uint8_t *>(const_cast<T *>(data));
         buffer_.flags = 0;
-        buffer_.type = halide_type_for<T>();
+        buffer_.type = type;
         buffer_.dimensions = N;
         buffer_.dim = dims_.data();
         buffer_.padding = nullptr;

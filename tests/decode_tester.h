@@ -87,8 +87,9 @@ class DecodeModel {
         const attngen_ref::MhaResult ref =
             attngen_ref::mha(config, model_.ref(), 1, q_len, kv_len, query.data(), memory.data(),
                              memory.data(), mask);
-        const MhaBounds bounds = MhaErrorBounds(config, model_.ref(), 1, q_len, kv_len,
-                                                query.data(), memory.data(), memory.data(), ref);
+        const MhaBounds bounds =
+            MhaErrorBounds(config, model_.ref(), 1, q_len, kv_len, query.data(), memory.data(),
+                           memory.data(), ref, /*cached_keys_values=*/true);
         return {ref.out, bounds.out};
     }
 

@@ -18,10 +18,43 @@ std::vector<float> Abs(const float *x, size_t n) {
     return a;
 }
 
-// Bound of each projected element: the sum of |x w| over in_features products plus the bias.
+// The rounding of both operands of products whose |x| sum to abs_x, |w| to abs_w and |x w| to
+// abs_products: (1 + e)(1 + e) - 1 <= 2e + e^2 relative, plus the subnormals' absolute error.
+double OperandErrors(const OperandRounding &r, double abs_products, double abs_x, double abs_w) {
+    const double e = r.unit_roundoff;
+    return (2 * e + e * e) * abs_products + r.subnormal_error * (abs_x + abs_w);
+}
+
+// Bound of each projected element: the sum of |x w| over in_features products plus the bias,
+// and the rounding of x and w to the precision.
 std::vector<double> ProjectionErrors(int rows, int in, int out, const float *x, const float *w,
-                                     const float *bias) {
-    return LinearErrorBounds(rows, in, out, x, w, bias);
+                                     const float *bias, const OperandRounding &r) {
+    std::vector<double> bound = LinearErrorBounds(rows, in, out, x, w, bias);
+    if (r.unit_roundoff == 0.0) return bound;
+    const std::vector<float> ax = Abs(x, size_t(rows) * in);
+    const std::vector<float> aw = Abs(w, size_t(out) * in);
+    const std::vector<double> abs_products =
+        attngen_ref::linear(rows, in, out, ax.data(), aw.data(), nullptr);
+    std::vector<double> row_sum(rows, 0.0), weight_sum(out, 0.0);
+    for (int n = 0; n < rows; ++n)
+        for (int f = 0; f < in; ++f) row_sum[n] += ax[size_t(n) * in + f];
+    for (int o = 0; o < out; ++o)
+        for (int f = 0; f < in; ++f) weight_sum[o] += aw[size_t(o) * in + f];
+    for (int n = 0; n < rows; ++n) {
+        for (int o = 0; o < out; ++o) {
+            const size_t at = size_t(n) * out + o;
+            bound[at] += OperandErrors(r, abs_products[at], row_sum[n], weight_sum[o]);
+        }
+    }
+    return bound;
+}
+
+// Keys and values stored in the cache's precision: one rounding of each.
+void AddStorageErrors(std::vector<double> &error, const std::vector<double> &stored,
+                      const OperandRounding &r) {
+    for (size_t i = 0; i < error.size(); ++i) {
+        error[i] += r.unit_roundoff * std::fabs(stored[i]) + r.subnormal_error;
+    }
 }
 
 // Rotary positions mix each pair (a, p) of features: x_a cos - x_p sin and x_p cos + x_a sin
@@ -45,6 +78,18 @@ void AddRopeErrors(std::vector<double> &error, const std::vector<double> &rotate
 }
 
 }  // namespace
+
+OperandRounding OperandRoundingOf(attngen_precision p) {
+    switch (p) {
+        case ATTNGEN_PRECISION_BF16:
+            return {0x1p-8, 0.0};  // 8 significant bits, float's range
+        case ATTNGEN_PRECISION_F16:
+            return {0x1p-11, 0x1p-25};
+        case ATTNGEN_PRECISION_F32:
+            break;
+    }
+    return {};
+}
 
 std::vector<double> LinearErrorBounds(int rows, int in, int out, const float *x, const float *w,
                                       const float *bias) {
@@ -132,22 +177,31 @@ AttentionBounds AttentionErrorBounds(const attngen_ref::SdpaShape &s, const doub
 
 MhaBounds MhaErrorBounds(const attngen_mha_config &config, const attngen_ref::MhaWeights &w,
                          int batch, int q_len, int kv_len, const float *query, const float *key,
-                         const float *value, const attngen_ref::MhaResult &ref) {
+                         const float *value, const attngen_ref::MhaResult &ref,
+                         bool cached_keys_values) {
     const attngen_ref::MhaDims d = attngen_ref::resolve(config);
     const int inner = d.out_inner(), vhd = d.v_head_dim;
     const bool bias = d.use_bias;
+    const OperandRounding rounding = OperandRoundingOf(config.precision);
 
-    std::vector<double> q_error = attngen_ref::split_heads(
-        ProjectionErrors(batch * q_len, d.d_model, d.inner(), query, w.wq, bias ? w.bq : nullptr),
-        batch, q_len, d.num_heads, d.head_dim);
-    std::vector<double> k_error = attngen_ref::split_heads(
-        ProjectionErrors(batch * kv_len, d.kdim, d.kv_inner(), key, w.wk, bias ? w.bk : nullptr),
-        batch, kv_len, d.num_kv_heads, d.head_dim);
-    const std::vector<double> v_error = attngen_ref::split_heads(
-        ProjectionErrors(batch * kv_len, d.vdim, d.v_inner(), value, w.wv, bias ? w.bv : nullptr),
-        batch, kv_len, d.num_kv_heads, vhd);
+    std::vector<double> q_error =
+        attngen_ref::split_heads(ProjectionErrors(batch * q_len, d.d_model, d.inner(), query, w.wq,
+                                                  bias ? w.bq : nullptr, rounding),
+                                 batch, q_len, d.num_heads, d.head_dim);
+    std::vector<double> k_error =
+        attngen_ref::split_heads(ProjectionErrors(batch * kv_len, d.kdim, d.kv_inner(), key, w.wk,
+                                                  bias ? w.bk : nullptr, rounding),
+                                 batch, kv_len, d.num_kv_heads, d.head_dim);
+    std::vector<double> v_error =
+        attngen_ref::split_heads(ProjectionErrors(batch * kv_len, d.vdim, d.v_inner(), value, w.wv,
+                                                  bias ? w.bv : nullptr, rounding),
+                                 batch, kv_len, d.num_kv_heads, vhd);
     AddRopeErrors(q_error, ref.q_heads, batch * d.num_heads * q_len, d.head_dim, d);
     AddRopeErrors(k_error, ref.k_heads, batch * d.num_kv_heads * kv_len, d.head_dim, d);
+    if (cached_keys_values) {
+        AddStorageErrors(k_error, ref.k_heads, rounding);
+        AddStorageErrors(v_error, ref.v_heads, rounding);
+    }
 
     const attngen_ref::SdpaShape s = attngen_ref::attention_shape(d, batch, q_len, kv_len);
     const AttentionBounds a = AttentionErrorBounds(
@@ -170,13 +224,20 @@ MhaBounds MhaErrorBounds(const attngen_mha_config &config, const attngen_ref::Mh
     r.out.assign(size_t(batch) * q_len * d.d_model, 0.0);
     for (int row = 0; row < batch * q_len; ++row) {
         for (int o = 0; o < d.d_model; ++o) {
-            double carried = 0.0, abs_sum = bias ? std::fabs(double(w.bo[o])) : 0.0;
+            double carried = 0.0, abs_bias = bias ? std::fabs(double(w.bo[o])) : 0.0;
+            double abs_products = 0.0, abs_x = 0.0, abs_w = 0.0;
             for (int c = 0; c < inner; ++c) {
                 const double aw = std::fabs(double(w.wo[size_t(o) * inner + c]));
+                const double ax = std::fabs(ref.attn[size_t(row) * inner + c]);
                 carried += aw * attn_allowed[size_t(row) * inner + c];
-                abs_sum += aw * std::fabs(ref.attn[size_t(row) * inner + c]);
+                abs_products += aw * ax;
+                abs_x += ax;
+                abs_w += aw;
             }
-            r.out[size_t(row) * d.d_model + o] = carried + SumErrorBound(inner + 1, abs_sum);
+            r.out[size_t(row) * d.d_model + o] =
+                carried + SumErrorBound(inner + 1, abs_products + abs_bias) +
+                (rounding.unit_roundoff > 0 ? OperandErrors(rounding, abs_products, abs_x, abs_w)
+                                            : 0.0);
         }
     }
     return r;

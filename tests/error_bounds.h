@@ -17,6 +17,14 @@ namespace attngen_test {
 // the bounds stay well below 1 (they are below 1e-2 in every test).
 constexpr double kSecondOrderSafety = 2.0;
 
+// Rounding of one operand stored in precision p (attngen_precision): |x̂ - x| <= unit_roundoff
+// |x| + subnormal_error. Float32 operands are taken as they are (0, 0).
+struct OperandRounding {
+    double unit_roundoff = 0.0;
+    double subnormal_error = 0.0;  // half the step between float16's subnormals, 2^-25
+};
+OperandRounding OperandRoundingOf(attngen_precision p);
+
 // y = x wᵀ + bias.
 std::vector<double> LinearErrorBounds(int rows, int in_features, int out_features, const float *x,
                                       const float *w, const float *bias);
@@ -39,9 +47,13 @@ struct MhaBounds {
     std::vector<double> out;      // [batch, q_len, d_model]
 };
 
+// In the config's precision: each projection multiplies its input and weights rounded to it
+// (2 roundings per product), and with cached_keys_values (attngen_mha_forward_cached) the
+// projected, rotated keys and values are stored rounded to it too.
 MhaBounds MhaErrorBounds(const attngen_mha_config &config, const attngen_ref::MhaWeights &weights,
                          int batch, int q_len, int kv_len, const float *query, const float *key,
-                         const float *value, const attngen_ref::MhaResult &ref);
+                         const float *value, const attngen_ref::MhaResult &ref,
+                         bool cached_keys_values = false);
 
 }  // namespace attngen_test
 

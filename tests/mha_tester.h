@@ -35,6 +35,7 @@ class MhaTester {
     MhaTester &device(attngen_device d) { return config_.device = d, *this; }
     MhaTester &num_kv_heads(int v) { return config_.num_kv_heads = v, *this; }
     MhaTester &v_head_dim(int v) { return config_.v_head_dim = v, *this; }
+    MhaTester &precision(attngen_precision p) { return config_.precision = p, *this; }
     MhaTester &rope(attngen_rope r, int rotary_dim = 0, float theta = 0.0f) {
         config_.rope = r;
         config_.rotary_dim = rotary_dim;
@@ -221,10 +222,11 @@ class MhaTester {
         std::ostringstream s;
         s << "MhaTester: seed " << seed_ << ", d_model " << d.d_model << ", num_heads "
           << d.num_heads << ", kdim " << d.kdim << ", vdim " << d.vdim << ", head_dim "
-          << d.head_dim << ", kv_heads " << d.num_kv_heads << ", v_head_dim " << d.v_head_dim
-          << ", rope " << int(d.rope) << "/" << d.rotary_dim << "/" << d.rope_theta << ", bias "
-          << d.use_bias << ", batch " << batch_ << ", q_len " << q_len_ << ", kv_len " << kv_len_
-          << ", causal " << int(mask_.causal) << ", kv_lengths "
+          << d.head_dim << ", precision " << int(config_.precision) << ", kv_heads "
+          << d.num_kv_heads << ", v_head_dim " << d.v_head_dim << ", rope " << int(d.rope) << "/"
+          << d.rotary_dim << "/" << d.rope_theta << ", bias " << d.use_bias << ", batch " << batch_
+          << ", q_len " << q_len_ << ", kv_len " << kv_len_ << ", causal " << int(mask_.causal)
+          << ", kv_lengths "
           << (mask_.kv_lengths.empty() ? "none" : ::testing::PrintToString(mask_.kv_lengths))
           << ", bool_mask_batch " << mask_.bool_mask_batch << ", additive " << mask_.additive_batch
           << "x" << mask_.additive_heads << ", weights " << with_weights_ << ", self "

@@ -70,9 +70,12 @@ typedef struct attngen_mask {
 typedef enum attngen_precision {
     ATTNGEN_PRECISION_F32 = 0,  /* weights, KV cache and products in float32 */
     ATTNGEN_PRECISION_BF16 = 1, /* weights and KV cache stored as bfloat16; products of bfloat16
-                                   values, accumulated in float32 (not built yet: UNSUPPORTED) */
-    ATTNGEN_PRECISION_F16 = 2   /* the same with IEEE half (not built yet: UNSUPPORTED) */
-} attngen_precision;            /* activations at the API stay float32 in every precision */
+                                   values, accumulated in float32 */
+    ATTNGEN_PRECISION_F16 = 2   /* the same with IEEE half: set_weights refuses a weight beyond
+                                   65504, an append refuses projected keys or values beyond it,
+                                   and projection inputs beyond it saturate */
+} attngen_precision;            /* activations at the API stay float32 in every precision;
+                                   BF16 and F16 on CPU handles only (GPU: UNSUPPORTED) */
 
 typedef enum attngen_rope {
     ATTNGEN_ROPE_NONE = 0,

@@ -242,7 +242,9 @@ void CacheAppendAction(FuzzedDataProvider &in, DataSource &src, Session &s) {
         c.common.inputs_finite =
             (!c.key_given || AllFinite(key)) && (!c.value_given || AllFinite(value));
     }
-    c.common.projections_may_overflow = !w.finite || !(projected < 1e37);
+    // A float16 cache refuses projected keys or values beyond its range (65504).
+    const double storable = s.config.precision == ATTNGEN_PRECISION_F16 ? 65504.0 : 1e37;
+    c.common.projections_may_overflow = !w.finite || !(projected < storable);
     const Verdict v = kv_cache_append_verdict(s.config, c);
     if (!real && (v.may_succeed || (a.batch > 0 && c.len > 0))) return;
     const attngen_status st = attngen_kv_cache_append(
@@ -365,8 +367,9 @@ void ForwardCachedAction(FuzzedDataProvider &in, DataSource &src, Session &s) {
         const attngen_ref::MhaResult ref =
             attngen_ref::mha(s.config, rw, 1, c.q_len, item.len, q, item.keys.data(),
                              item.values.data(), bottom_right ? &mask : nullptr);
-        const attngen_test::MhaBounds bounds = attngen_test::MhaErrorBounds(
-            s.config, rw, 1, c.q_len, item.len, q, item.keys.data(), item.values.data(), ref);
+        const attngen_test::MhaBounds bounds =
+            attngen_test::MhaErrorBounds(s.config, rw, 1, c.q_len, item.len, q, item.keys.data(),
+                                         item.values.data(), ref, /*cached_keys_values=*/true);
         CheckAgainstBounds("out block " + std::to_string(b) + " (item " +
                                std::to_string(a.ItemOf(b)) + ", " + std::to_string(item.len) +
                                " positions)",

@@ -79,7 +79,13 @@ void SetWeightsAction(FuzzedDataProvider &in, DataSource &src, Session &s) {
     const bool h_null = in.ConsumeIntegralInRange(0, 31) == 0;
     const bool weight_missing = missing < 4;
     const bool bias_missing = no_biases || (missing >= 4 && missing < 8);
-    const Verdict v = set_weights_verdict(s.config, !h_null, !weight_missing, !bias_missing);
+    bool fit = true;
+    if (s.config.precision == ATTNGEN_PRECISION_F16) {
+        for (const std::vector<float> *t : {&w->wq, &w->wk, &w->wv, &w->wo}) {
+            for (float x : *t) fit = fit && !(std::isfinite(x) && std::fabs(x) >= 65520.0f);
+        }
+    }
+    const Verdict v = set_weights_verdict(s.config, !h_null, !weight_missing, !bias_missing, fit);
     const attngen_status st = attngen_mha_set_weights(h_null ? nullptr : s.m, p[0], p[1], p[2],
                                                       p[3], p[4], p[5], p[6], p[7]);
     CheckStatus(st, v, "attngen_mha_set_weights");

@@ -198,8 +198,8 @@ Verdict create_verdict(const attngen_mha_config &c) {
     if (precision != ATTNGEN_PRECISION_F32 && precision != ATTNGEN_PRECISION_BF16 &&
         precision != ATTNGEN_PRECISION_F16) {
         v.invalid(kInvalid, "unknown config.precision");
-    } else if (precision != ATTNGEN_PRECISION_F32) {
-        v.invalid(ATTNGEN_ERROR_UNSUPPORTED, "BF16 and F16 are not built");
+    } else if (precision != ATTNGEN_PRECISION_F32 && device != ATTNGEN_DEVICE_CPU) {
+        v.invalid(ATTNGEN_ERROR_UNSUPPORTED, "BF16 and F16 run on the CPU only");
     }
     const int32_t rope = raw(c.rope);
     const bool rope_known =
@@ -258,11 +258,13 @@ Verdict create_verdict(const attngen_mha_config &c) {
 }
 
 Verdict set_weights_verdict(const attngen_mha_config &c, bool have_handle, bool all_weights_given,
-                            bool all_biases_given) {
+                            bool all_biases_given, bool weights_fit_precision) {
     Verdict v;
     require_given(v, have_handle, "m");
     require_given(v, all_weights_given, "a weight");
     if (c.use_bias != 0) require_given(v, all_biases_given, "a bias (use_bias set)");
+    if (all_weights_given && !weights_fit_precision)
+        v.invalid(kInvalid, "a finite weight beyond float16's range");
     return v;
 }
 

@@ -1,0 +1,299 @@
+// Half-precision handles (attngen_precision BF16 and F16): the MHA forward, its weights output,
+// masks, grouped heads, rotary positions and decoding with a KV cache, each against the float64
+// reference with the rounding bounds of the precision (error_bounds.h); the formats' rounding;
+// the storage they save; and what they refuse.
+#include <attngen/attngen.h>
+#include <attngen/detail/half_precision.h>
+#include <attngen/detail/packed_projection.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "decode_tester.h"
+#include "mha_tester.h"
+#include "test_util.h"
+
+namespace attngen_test {
+namespace {
+
+using attngen::rt::from_bfloat16;
+using attngen::rt::from_float16;
+using attngen::rt::to_bfloat16;
+using attngen::rt::to_float16;
+
+class HalfPrecision : public ::testing::TestWithParam<attngen_precision> {
+  protected:
+    MhaTester Model(int d_model, int heads) const {
+        MhaTester t;
+        t.d_model(d_model).num_heads(heads).precision(GetParam());
+        return t;
+    }
+};
+
+// Awkward module shapes: one head, head_dim 1 and 2, kdim and vdim of their own, odd sizes.
+TEST_P(HalfPrecision, ModuleShapes) {
+    struct Shape {
+        int d_model, heads, kdim, vdim, head_dim;
+    };
+    for (const Shape &s :
+         {Shape{8, 1, 0, 0, 0}, Shape{10, 5, 0, 0, 0}, Shape{7, 7, 0, 0, 0}, Shape{16, 2, 7, 11, 0},
+          Shape{16, 3, 0, 0, 5}, Shape{33, 1, 65, 17, 0}, Shape{96, 12, 0, 0, 0}}) {
+        for (bool bias : {false, true}) {
+            MhaTester t = Model(s.d_model, s.heads);
+            t.kdim(s.kdim).vdim(s.vdim).head_dim(s.head_dim).use_bias(bias);
+            t.batch(2).q_len(5).kv_len(7);
+            t.with_weights(true).Test();
+            t.with_weights(false).Test();
+        }
+    }
+}
+
+TEST_P(HalfPrecision, SequenceLengths) {
+    for (const auto &[q_len, kv_len] :
+         std::vector<std::pair<int, int>>{{1, 1}, {1, 65}, {17, 9}, {33, 16}, {8, 33}}) {
+        MhaTester t = Model(24, 3);
+        t.batch(2).q_len(q_len).kv_len(kv_len);
+        t.with_weights(true).Test();
+        t.with_weights(false).Test();
+    }
+}
+
+// Every mask kind, a fully masked item (kv_length 0) and huge logits.
+TEST_P(HalfPrecision, MasksAndHugeLogits) {
+    for (const auto &[q_len, kv_len] : std::vector<std::pair<int, int>>{{4, 7}, {7, 4}}) {
+        for (attngen_causal causal : {ATTNGEN_CAUSAL_TOP_LEFT, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
+            Model(12, 2).batch(3).q_len(q_len).kv_len(kv_len).causal(causal).Test();
+        }
+        MhaTester t = Model(12, 2);
+        t.batch(3).q_len(q_len).kv_len(kv_len).kv_lengths({kv_len, 0, kv_len / 2});
+        t.bool_mask(3, 0.3).additive(3, 2, 0.15).causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT);
+        t.with_weights(true).Test();
+        t.with_weights(false).Test();
+    }
+    Model(16, 2).batch(1).q_len(6).kv_len(9).input_scale(30.0f).with_weights(true).Test();
+}
+
+// A model large enough for the projections' register tiles, row blocks and parallel panels.
+TEST_P(HalfPrecision, LargerModel) {
+    Model(256, 4).use_bias(true).batch(2).q_len(40).kv_len(70).Test();
+    Model(130, 5).batch(1).q_len(13).kv_len(13).causal(ATTNGEN_CAUSAL_TOP_LEFT).Test();
+}
+
+TEST_P(HalfPrecision, GroupedHeadsRotaryAndValueHeadSize) {
+    Model(32, 8).num_kv_heads(2).batch(2).q_len(5).kv_len(9).with_weights(true).Test();
+    Model(32, 4).num_kv_heads(1).batch(1).q_len(7).kv_len(7).Test();
+    Model(32, 4).rope(ATTNGEN_ROPE_HALF).batch(2).q_len(3).kv_len(8).Test();
+    Model(32, 4).rope(ATTNGEN_ROPE_INTERLEAVED, 4).batch(1).q_len(8).kv_len(5).Test();
+    Model(24, 4).num_kv_heads(2).v_head_dim(5).batch(2).q_len(4).kv_len(6).Test();
+}
+
+// Decodes a sequence on one item, a prompt of `prompt` tokens and then one token per step, each
+// output checked against causal self-attention over the whole sequence (the cache's rounding
+// included in the bound).
+void DecodeAndCheck(const MhaTester &tester, int len, int prompt) {
+    SCOPED_TRACE(tester.Describe() + ", len " + std::to_string(len) + ", prompt " +
+                 std::to_string(prompt));
+    DecodeModel model(tester);
+    ASSERT_NE(model.handle(), nullptr);
+    const int d = model.d_model();
+    const std::vector<float> tokens = model.Tokens(len, 23);
+    const DecodeModel::Expected want = model.SelfAttention(tokens);
+    attngen_kv_cache *raw = nullptr;
+    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 1, len, &raw), ATTNGEN_OK)
+        << attngen_last_error();
+    CacheHandle cache(raw);
+    std::vector<float> out(size_t(len) * d, kSentinel);
+    for (int t = 0; t < len;) {
+        const int step = t == 0 && prompt > 0 ? prompt : 1;
+        const float *x = tokens.data() + size_t(t) * d;
+        ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 1, nullptr, step, x, x),
+                  ATTNGEN_OK)
+            << attngen_last_error();
+        ASSERT_EQ(attngen_mha_forward_cached(model.handle(), cache.get(), 1, nullptr, step, x,
+                                             ATTNGEN_CAUSAL_BOTTOM_RIGHT, &out[size_t(t) * d]),
+                  ATTNGEN_OK)
+            << attngen_last_error();
+        t += step;
+    }
+    model.Check("decoded outputs", out.data(), len, want, 0);
+}
+
+TEST_P(HalfPrecision, DecodingStepByStep) {
+    DecodeAndCheck(Model(32, 4), 12, 0);
+    DecodeAndCheck(Model(32, 8).num_kv_heads(2), 10, 0);
+    DecodeAndCheck(Model(32, 4).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF), 9, 0);
+    DecodeAndCheck(Model(32, 4).rope(ATTNGEN_ROPE_INTERLEAVED, 6), 9, 0);
+    DecodeAndCheck(Model(24, 4).num_kv_heads(2).v_head_dim(5).use_bias(true), 8, 0);
+}
+
+// Prompts of 7, 8 and 9 rows on either side of the split reduction's row limit, and a cache
+// longer than one split of the decode kernel.
+TEST_P(HalfPrecision, DecodingPromptsAndLongCaches) {
+    for (int prompt : {7, 8, 9}) {
+        DecodeAndCheck(Model(130, 5).rope(ATTNGEN_ROPE_HALF), prompt + 2, prompt);
+    }
+    DecodeAndCheck(Model(16, 4).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF), 600, 595);
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, HalfPrecision,
+                         ::testing::Values(ATTNGEN_PRECISION_BF16, ATTNGEN_PRECISION_F16),
+                         [](const ::testing::TestParamInfo<attngen_precision> &info) {
+                             return info.param == ATTNGEN_PRECISION_BF16 ? "bf16" : "f16";
+                         });
+
+// The looser bounds alone would pass a handle that quietly kept float32: a half-precision
+// handle's outputs must differ from a float32 handle's by the format's rounding.
+TEST(Precision, HalfPrecisionHandlesRoundTheirWeights) {
+    MhaTester f32;
+    f32.d_model(64).num_heads(4).batch(1).q_len(6).kv_len(6);
+    const MhaTester::Run reference = f32.Execute();
+    ASSERT_EQ(reference.status, ATTNGEN_OK) << attngen_last_error();
+    for (attngen_precision p : {ATTNGEN_PRECISION_BF16, ATTNGEN_PRECISION_F16}) {
+        MhaTester half = f32;
+        const MhaTester::Run run = half.precision(p).Execute();
+        ASSERT_EQ(run.status, ATTNGEN_OK) << attngen_last_error();
+        double largest = 0.0;
+        for (size_t i = 0; i < run.out.size(); ++i) {
+            largest = std::max(largest, std::fabs(double(run.out[i]) - reference.out[i]));
+        }
+        // Outputs are O(1); float32 agrees to ~1e-6, bfloat16 rounds at 2^-9, float16 at 2^-12.
+        const double expected = p == ATTNGEN_PRECISION_BF16 ? 1e-3 : 1e-4;
+        EXPECT_GT(largest, expected) << "precision " << int(p);
+    }
+}
+
+TEST(Precision, HalfPrecisionWeightsTakeHalfTheBytes) {
+    const int out = 96, in = 64;
+    std::vector<float> w(size_t(out) * in, 0.25f), b(out, 1.0f);
+    attngen::rt::PackedProjection f32, bf16, f16;
+    f32.pack(w.data(), b.data(), out, in);
+    bf16.pack(w.data(), b.data(), out, in, ATTNGEN_DEVICE_CPU, ATTNGEN_PRECISION_BF16);
+    f16.pack(w.data(), b.data(), out, in, ATTNGEN_DEVICE_CPU, ATTNGEN_PRECISION_F16);
+    const size_t bias_bytes = f32.bias.size() * sizeof(float);
+    EXPECT_EQ(bf16.bytes() - bias_bytes, (f32.bytes() - bias_bytes) / 2);
+    EXPECT_EQ(f16.bytes() - bias_bytes, (f32.bytes() - bias_bytes) / 2);
+    EXPECT_EQ(bf16.weight_bits[0], 0x3e80);  // 0.25
+    EXPECT_EQ(f16.weight_bits[0], 0x3400);
+}
+
+// Round to nearest, ties to even, as Halide's casts in the kernels; float16's subnormals and the
+// edge of its range.
+TEST(Precision, FormatsRoundToNearestEven) {
+    EXPECT_EQ(to_bfloat16(1.0f), 0x3f80);
+    EXPECT_EQ(to_bfloat16(1.0f + 0x1p-8f), 0x3f80) << "a tie goes to the even neighbour";
+    EXPECT_EQ(to_bfloat16(1.0f + 3 * 0x1p-8f), 0x3f82) << "a tie goes to the even neighbour";
+    EXPECT_EQ(to_bfloat16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
+    EXPECT_EQ(to_bfloat16(-2.5f), 0xc020);
+    EXPECT_TRUE(std::isnan(from_bfloat16(to_bfloat16(NAN))));
+    EXPECT_EQ(from_bfloat16(0x4049), 3.140625f);
+
+    EXPECT_EQ(to_float16(1.0f / 3.0f), 0x3555);
+    EXPECT_EQ(from_float16(0x3555), 0.333251953125f);
+    EXPECT_EQ(to_float16(65504.0f), 0x7bff);
+    EXPECT_EQ(to_float16(65519.0f), 0x7bff);
+    EXPECT_EQ(to_float16(65520.0f), 0x7c00) << "the tie above the largest half rounds up";
+    EXPECT_EQ(to_float16(-1e6f), 0xfc00);
+    EXPECT_EQ(to_float16(0x1p-24f), 0x0001);
+    EXPECT_EQ(to_float16(0x1p-25f), 0x0000) << "a tie goes to the even neighbour, 0";
+    EXPECT_EQ(to_float16(3 * 0x1p-25f), 0x0002);
+    EXPECT_EQ(to_float16(0x1p-14f), 0x0400) << "the smallest normal";
+    EXPECT_EQ(from_float16(0x0001), 0x1p-24f);
+    EXPECT_EQ(from_float16(0x8400), -0x1p-14f);
+    EXPECT_TRUE(std::isinf(from_float16(0x7c00)));
+    EXPECT_TRUE(std::isnan(from_float16(to_float16(NAN))));
+}
+
+attngen_mha_config Float16Config() {
+    attngen_mha_config c{};
+    c.d_model = 8;
+    c.num_heads = 2;
+    c.precision = ATTNGEN_PRECISION_F16;
+    return c;
+}
+
+TEST(PrecisionErrors, Float16RefusesWeightsBeyondItsRangeAndKeepsTheOldOnes) {
+    const attngen_mha_config c = Float16Config();
+    attngen_mha *raw = nullptr;
+    ASSERT_EQ(attngen_mha_create(&c, &raw), ATTNGEN_OK) << attngen_last_error();
+    MhaHandle m(raw);
+    std::vector<float> w(64, 0.125f);
+    ASSERT_EQ(attngen_mha_set_weights(m.get(), w.data(), w.data(), w.data(), w.data(), nullptr,
+                                      nullptr, nullptr, nullptr),
+              ATTNGEN_OK);
+    const std::vector<float> x(16, 0.5f);
+    std::vector<float> before(16, kSentinel), after(16, kSentinel);
+    ASSERT_EQ(attngen_mha_forward(m.get(), 1, 2, 2, x.data(), x.data(), x.data(), nullptr,
+                                  before.data(), nullptr),
+              ATTNGEN_OK);
+    std::vector<float> big = w;
+    big[5] = 70000.0f;
+    EXPECT_EQ(attngen_mha_set_weights(m.get(), w.data(), w.data(), w.data(), big.data(), nullptr,
+                                      nullptr, nullptr, nullptr),
+              ATTNGEN_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::strstr(attngen_last_error(), "wo[5]"), nullptr) << attngen_last_error();
+    std::vector<float> large_ok = w;  // the largest half is fine
+    large_ok[5] = 65504.0f;
+    EXPECT_EQ(attngen_mha_set_weights(m.get(), large_ok.data(), w.data(), w.data(), w.data(),
+                                      nullptr, nullptr, nullptr, nullptr),
+              ATTNGEN_OK)
+        << attngen_last_error();
+    ASSERT_EQ(attngen_mha_set_weights(m.get(), w.data(), w.data(), w.data(), w.data(), nullptr,
+                                      nullptr, nullptr, nullptr),
+              ATTNGEN_OK);
+    ASSERT_EQ(attngen_mha_forward(m.get(), 1, 2, 2, x.data(), x.data(), x.data(), nullptr,
+                                  after.data(), nullptr),
+              ATTNGEN_OK);
+    EXPECT_TRUE(BitIdentical("out after a refused set_weights", after, before));
+}
+
+TEST(PrecisionErrors, Float16CacheRefusesKeysBeyondItsRangeAndAppendsNothing) {
+    const attngen_mha_config c = Float16Config();
+    attngen_mha *raw = nullptr;
+    ASSERT_EQ(attngen_mha_create(&c, &raw), ATTNGEN_OK) << attngen_last_error();
+    MhaHandle m(raw);
+    std::vector<float> w(64, 0.5f);
+    ASSERT_EQ(attngen_mha_set_weights(m.get(), w.data(), w.data(), w.data(), w.data(), nullptr,
+                                      nullptr, nullptr, nullptr),
+              ATTNGEN_OK);
+    attngen_kv_cache *cache_raw = nullptr;
+    ASSERT_EQ(attngen_kv_cache_create(m.get(), 2, 4, &cache_raw), ATTNGEN_OK);
+    CacheHandle cache(cache_raw);
+    // Item 0 fine, item 1's projected keys 8 x 0.5 x 20000 = 80000: past float16's 65504.
+    std::vector<float> x(16, 1.0f);
+    for (int i = 8; i < 16; ++i) x[i] = 20000.0f;
+    EXPECT_EQ(attngen_kv_cache_append(m.get(), cache.get(), 2, nullptr, 1, x.data(), x.data()),
+              ATTNGEN_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::strstr(attngen_last_error(), "float16"), nullptr) << attngen_last_error();
+    int32_t lengths[2] = {-1, -1};
+    ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), lengths), ATTNGEN_OK);
+    EXPECT_EQ(lengths[0], 0);
+    EXPECT_EQ(lengths[1], 0);
+    // The cache is still usable.
+    EXPECT_EQ(attngen_kv_cache_append(m.get(), cache.get(), 1, nullptr, 1, x.data(), x.data()),
+              ATTNGEN_OK)
+        << attngen_last_error();
+    ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), lengths), ATTNGEN_OK);
+    EXPECT_EQ(lengths[0], 1);
+}
+
+// GPU handles are float32 in this build: they say so instead of computing in another precision.
+TEST(PrecisionErrors, GpuHandlesRefuseHalfPrecision) {
+    for (attngen_device device : {ATTNGEN_DEVICE_CUDA, ATTNGEN_DEVICE_OPENCL}) {
+        attngen_mha_config c = Float16Config();
+        c.device = device;
+        c.precision = ATTNGEN_PRECISION_F32;
+        attngen_mha *raw = nullptr;
+        if (attngen_mha_create(&c, &raw) != ATTNGEN_OK) continue;  // no such device here
+        attngen_mha_destroy(raw);
+        c.precision = ATTNGEN_PRECISION_BF16;
+        EXPECT_EQ(attngen_mha_create(&c, &raw), ATTNGEN_ERROR_UNSUPPORTED);
+        EXPECT_NE(std::strstr(attngen_last_error(), "float32 only"), nullptr)
+            << attngen_last_error();
+    }
+}
+
+}  // namespace
+}  // namespace attngen_test
