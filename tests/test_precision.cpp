@@ -90,6 +90,21 @@ TEST_P(HalfPrecision, GroupedHeadsRotaryAndValueHeadSize) {
     Model(24, 4).num_kv_heads(2).v_head_dim(5).batch(2).q_len(4).kv_len(6).Test();
 }
 
+// The tutorials' MHA shapes (tests/test_tutorial.cpp) in the handle's precision.
+TEST_P(HalfPrecision, TutorialShapes) {
+    Model(512, 8).batch(1).q_len(62).kv_len(60).same_key_value(true).with_weights(true).Test();
+    Model(512, 8).batch(32).q_len(10).kv_len(20).Test();
+    Model(320, 8)
+        .kdim(768)
+        .vdim(768)
+        .use_bias(false)
+        .batch(2)
+        .q_len(64)
+        .kv_len(77)
+        .same_key_value(true)
+        .Test();
+}
+
 // Decodes a sequence on one item, a prompt of `prompt` tokens and then one token per step, each
 // output checked against causal self-attention over the whole sequence (the cache's rounding
 // included in the bound).
