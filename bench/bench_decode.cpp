@@ -5,7 +5,8 @@
 // query over cache_len positions. A prefill shape appends q_len tokens to an empty item and
 // runs the cached forward over them. Counters: GB/s of the bytes a step must read (weights
 // plus cached keys and values) and that rate as a fraction of the read bandwidth measured in
-// the same process ("bw"); read_bandwidth reports the latter on its own.
+// the same process ("bw"); read_bandwidth reports the latter on its own. decode_bf16/ runs the
+// same step on a bfloat16 handle (weights and cache of 2 bytes per element).
 //
 //   build/bench/attngen_bench --benchmark_filter='decode|read_bandwidth'
 #include <attngen/attngen.h>
