@@ -1,16 +1,20 @@
-# attngen_add_kernel(<name> GENERATOR <generator> [PARAMS k=v ...] [TARGETS t ...])
+# attngen_add_kernel(<name> GENERATOR <generator> [PARAMS k=v ...] [TARGETS t ...]
+#                    [FIRST_TARGETS t ...])
 #
 # Every attngen kernel is built through this one function: the same generator executable, the
 # same shared Halide runtime, the same features, and the kernel's function named after the
-# library so the runtime can call it. Schedule knobs (GeneratorParams) go in PARAMS.
+# library so the runtime can call it. Schedule knobs (GeneratorParams) go in PARAMS. Without
+# TARGETS a kernel is built for the host targets, after FIRST_TARGETS (richer variants that
+# only this kernel has).
 function(attngen_add_kernel NAME)
-    cmake_parse_arguments(PARSE_ARGV 1 ARG "" "GENERATOR;RUNTIME;AUTOSCHEDULER" "PARAMS;TARGETS")
+    cmake_parse_arguments(PARSE_ARGV 1 ARG "" "GENERATOR;RUNTIME;AUTOSCHEDULER"
+                          "PARAMS;TARGETS;FIRST_TARGETS")
     if (NOT ARG_GENERATOR)
         message(FATAL_ERROR "attngen_add_kernel(${NAME}): GENERATOR is required")
     endif ()
     if (NOT ARG_TARGETS)
         # The host CPU kernels follow ATTNGEN_SCHEDULE (AttngenTargets.cmake).
-        set(ARG_TARGETS ${ATTNGEN_HOST_TARGETS})
+        set(ARG_TARGETS ${ARG_FIRST_TARGETS} ${ATTNGEN_HOST_TARGETS})
         list(PREPEND ARG_PARAMS ${ATTNGEN_CPU_SCHEDULE_PARAMS})
         if (ATTNGEN_CPU_AUTOSCHEDULER AND NOT ARG_AUTOSCHEDULER)
             set(ARG_AUTOSCHEDULER "${ATTNGEN_CPU_AUTOSCHEDULER}")

@@ -124,6 +124,12 @@ void schedule_register_tile_at(Func acc, const LoopLevel &at, const Var &columns
 // long-single, 8 MiB per head, it took 1979 ms against about 480 ms with 128.)
 constexpr int64_t kLongKeyValueBytes = 512 * 1024;
 
+// AVX512-BF16's vdpbf16ps: the CPUs whose Halide feature includes it.
+bool has_bfloat16_dot_product(const Target &t) {
+    return t.has_feature(Target::AVX512_Zen4) || t.has_feature(Target::AVX512_Zen5) ||
+           t.has_feature(Target::AVX512_SapphireRapids);
+}
+
 // At most this many rows, a decoding projection splits its reduction (schedule_split_reduction).
 constexpr int kSplitReductionMaxRows = 8;
 // Parallel tasks of a split reduction: a few per core of the 2- to 16-core CPUs attngen is
@@ -152,25 +158,37 @@ void schedule_split_reduction(ProjectionStage &p, int vec) {
     Stage few = p.acc.update().specialize(p.rows <= kSplitReductionMaxRows);
     RVar f("f"), task_r("task_r"), fi("fi"), fo("fo"), fu("fu");
     Var task("task"), ov("ov"), ol("ol");
-    const Expr in = p.in_features;
-    const int features_per_round = kSplitReductionTasks * kSplitReductionUnroll;
-    const Expr per_task =
-        (in + features_per_round - 1) / features_per_round * kSplitReductionUnroll;
-    few.fuse(p.r.x, p.r.y, f).split(f, task_r, fi, per_task, TailStrategy::GuardWithIf);
+    // Bfloat16 weights come in pairs of features (ProjectionStage::paired): the tasks split
+    // the pairs, and a step takes kSplitReductionUnroll features as half as many pairs.
+    const int step = p.paired ? kSplitReductionUnroll / 2 : kSplitReductionUnroll;
+    const Expr reduction = p.paired ? (p.in_features + 1) / 2 : p.in_features;
+    const int per_round = kSplitReductionTasks * step;
+    const Expr per_task = (reduction + per_round - 1) / per_round * step;
+    if (p.paired) {
+        few.split(p.r.y, task_r, fi, per_task, TailStrategy::GuardWithIf);
+    } else {
+        few.fuse(p.r.x, p.r.y, f).split(f, task_r, fi, per_task, TailStrategy::GuardWithIf);
+    }
     Func partial = few.rfactor(task_r, task);
     few.vectorize(p.o, vec);  // the sum over tasks
     // Zeroing the partial sums (rows x out floats per task) costs less than waking the threads.
     partial.compute_root().vectorize(p.o, vec, TailStrategy::GuardWithIf);
     Var ovo("ovo"), ovi("ovi");
-    partial.update()
-        .split(fi, fo, fu, kSplitReductionUnroll, TailStrategy::GuardWithIf)
-        .split(p.o, ov, ol, vec, TailStrategy::GuardWithIf)
-        .split(ov, ovo, ovi, kSplitReductionVectors, TailStrategy::GuardWithIf)
-        .reorder(ol, ovi, fu, p.n, ovo, fo, task)
-        .vectorize(ol)
-        .unroll(ovi)
-        .unroll(fu)
-        .parallel(task);
+    Stage steps = partial.update()
+                      .split(fi, fo, fu, step, TailStrategy::GuardWithIf)
+                      .split(p.o, ov, ol, vec, TailStrategy::GuardWithIf)
+                      .split(ov, ovo, ovi, kSplitReductionVectors, TailStrategy::GuardWithIf);
+    if (p.paired) {
+        // Not the pair as vdpbf16ps lanes here, as the matrix product below does: inside this
+        // parallel task loop Halide 21 did not match the pattern and reduced the pairs with
+        // scalar shuffles (2.9 GB/s in a JIT experiment, a 1-row 4096 x 4096 bfloat16
+        // projection; the same loops serial did emit vdpbf16ps). Pairs as two loads of a
+        // vector each: 36.4 GB/s there.
+        steps.reorder(ol, p.r.x, ovi, fu, p.n, ovo, fo, task).vectorize(ol).unroll(p.r.x);
+    } else {
+        steps.reorder(ol, ovi, fu, p.n, ovo, fo, task).vectorize(ol);
+    }
+    steps.unroll(ovi).unroll(fu).parallel(task);
 }
 
 }  // namespace
@@ -238,7 +256,9 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
         // Rounded once per input element, into a buffer that the register tiles read as they
         // read a float32 input: rounded inline, every broadcast of the tile would round again.
         const std::vector<Var> a = p.operand.args();
-        p.operand.compute_root().vectorize(a[0], vec, TailStrategy::GuardWithIf).parallel(a[2]);
+        p.operand.compute_root()
+            .vectorize(a.front(), vec, TailStrategy::GuardWithIf)
+            .parallel(a.back());
     }
     // Before the matrix-product schedule below: a specialization starts from a copy of the
     // stage's schedule as it is when specialized.
@@ -289,13 +309,18 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
         .split(p.n, nt, nl, tile_l, TailStrategy::RoundUp)
         .vectorize(p.o, vec)
         .unroll(nl);
-    p.acc.update()
-        .split(p.o, ov, ol, vec)
-        .split(p.n, nt, nl, tile_l, TailStrategy::RoundUp)
-        .reorder(ol, ov, nl, p.r.x, p.r.y, nt)
-        .vectorize(ol)
-        .unroll(ov)
-        .unroll(nl);
+    Stage tile =
+        p.acc.update().split(p.o, ov, ol, vec).split(p.n, nt, nl, tile_l, TailStrategy::RoundUp);
+    if (p.paired && has_bfloat16_dot_product(target)) {
+        // Each accumulator lane adds the products of a pair of features: the pair and the
+        // output features make one vector of 2 x vec products reduced into vec lanes, which
+        // Halide emits as vdpbf16ps (twice the multiply-adds of an FMA per instruction).
+        tile.reorder(p.r.x, ol, ov, nl, p.r.y, nt).atomic().vectorize(p.r.x).vectorize(ol);
+    } else {
+        tile.reorder(ol, ov, nl, p.r.x, p.r.y, nt).vectorize(ol);
+        if (p.paired) tile.unroll(p.r.x);
+    }
+    tile.unroll(ov).unroll(nl);
 }
 
 void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target,

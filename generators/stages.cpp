@@ -15,24 +15,37 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
     ProjectionStage p;
     p.acc = Func(name + "_acc");
     p.result = Func(name);
-    p.r = RDom(0, group_size, 0, groups, name + "_r");
     p.rows = rows;
     p.in_features = group_size * groups;
     const Var &o = p.o, &n = p.n;
     const Expr row = clamp(n, 0, rows - 1);
     const Type weight_type = w_t.type();
-    Func operand = x;
-    if (weight_type != Float(32)) {
-        Var d("d"), g("g"), m("m");
-        p.operand = Func(name + "_operand");
-        p.operand(d, g, m) = round_operand(x(d, g, m), weight_type);
-        operand = p.operand;
-    }
-    const Expr weight = cast<float>(w_t(o, p.r.y * group_size + p.r.x));
     // The sum starts from the bias, not from 0: LLVM turned a register tile's zero
     // initialization into a call to memset (perf: 1-2% of a forward).
     p.acc(o, n) = bias(o);
-    p.acc(o, n) += operand(p.r.x, p.r.y, row) * weight;
+    if (weight_type == BFloat(16)) {
+        p.paired = true;
+        p.r = RDom(0, 2, 0, (p.in_features + 1) / 2, name + "_r");
+        Var f("f"), m("m");
+        p.operand = Func(name + "_operand");
+        const Expr feature = min(f, p.in_features - 1);
+        p.operand(f, m) = select(
+            f < p.in_features, cast(weight_type, x(feature % group_size, feature / group_size, m)),
+            cast(weight_type, 0.0f));
+        p.acc(o, n) +=
+            cast<float>(p.operand(2 * p.r.y + p.r.x, row)) * cast<float>(w_t(2 * o + p.r.x, p.r.y));
+    } else {
+        p.r = RDom(0, group_size, 0, groups, name + "_r");
+        Func operand = x;
+        if (weight_type != Float(32)) {
+            Var d("d"), g("g"), m("m");
+            p.operand = Func(name + "_operand");
+            p.operand(d, g, m) = round_operand(x(d, g, m), weight_type);
+            operand = p.operand;
+        }
+        const Expr weight = cast<float>(w_t(o, p.r.y * group_size + p.r.x));
+        p.acc(o, n) += operand(p.r.x, p.r.y, row) * weight;
+    }
     p.result(o, n) = p.acc(o, n);
     return p;
 }

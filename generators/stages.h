@@ -18,9 +18,16 @@ namespace attngen {
 // per-head attention output directly, without a head-merge copy.
 struct ProjectionStage {
     Halide::Func acc;  // acc(o, n): the reduction, initialised to the bias
-    // operand(d, g, n): x rounded to the weights' precision (bfloat16 or float16 weights), as
-    // float; undefined with float32 weights, which multiply x as it is.
+    // x rounded to the weights' precision, undefined with float32 weights (which multiply x as
+    // it is): operand(d, g, n) as float with float16 weights; with bfloat16 weights (in pairs,
+    // below) operand(f, n) as bfloat16 over the flattened features f = g * group_size + d,
+    // 0 for the one past an odd count.
     Halide::Func operand;
+    // Bfloat16 weights are stored in pairs of consecutive input features (kWeightPairs in
+    // layout.h), and the reduction runs over r.x, the feature within a pair, and r.y, the pair,
+    // so that a schedule can reduce each pair in one vdpbf16ps lane. Otherwise r.x is the
+    // feature d within a group and r.y the group.
+    bool paired = false;
     Halide::Func result;  // result(o, n)
     Halide::Var o{"o"}, n{"n"};
     Halide::RDom r;
@@ -31,7 +38,8 @@ struct ProjectionStage {
 // x(d, g, n) is read at rows clamp(n, 0, rows - 1) so that a schedule may compute whole
 // register tiles past the last row without reading outside the input. w_t may hold float32,
 // bfloat16 or float16: the products then take x rounded to that type (round_operand) and the
-// weights widened to float32, and accumulate in float32.
+// weights, both exact in float32, and accumulate in float32. Bfloat16 weights come in pairs:
+// w_t(2 o + f % 2, f / 2) is the weight of output o and input f.
 ProjectionStage define_projection(const std::string &name, const Halide::Func &x,
                                   const Halide::Expr &group_size, const Halide::Expr &groups,
                                   const Halide::Expr &rows, const Halide::Func &w_t,

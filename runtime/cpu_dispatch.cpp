@@ -11,17 +11,27 @@ namespace attngen::rt {
 namespace {
 
 // Features at or above the cap are refused; an empty list refuses nothing.
-const halide_target_feature_t kAboveAvx2[] = {
-    halide_target_feature_avx512, halide_target_feature_avx512_knl,
-    halide_target_feature_avx512_skylake, halide_target_feature_avx512_cannonlake,
-    halide_target_feature_avx512_sapphirerapids};
+const halide_target_feature_t kAboveAvx512[] = {halide_target_feature_avx512_zen4,
+                                                halide_target_feature_avx512_zen5,
+                                                halide_target_feature_avx512_sapphirerapids};
+const halide_target_feature_t kAboveAvx2[] = {halide_target_feature_avx512,
+                                              halide_target_feature_avx512_knl,
+                                              halide_target_feature_avx512_skylake,
+                                              halide_target_feature_avx512_cannonlake,
+                                              halide_target_feature_avx512_zen4,
+                                              halide_target_feature_avx512_zen5,
+                                              halide_target_feature_avx512_sapphirerapids};
 const halide_target_feature_t kAboveSse41[] = {
-    halide_target_feature_avx,  halide_target_feature_avx2,   halide_target_feature_fma,
-    halide_target_feature_f16c, halide_target_feature_avx512, halide_target_feature_avx512_skylake};
+    halide_target_feature_avx,         halide_target_feature_avx2,
+    halide_target_feature_fma,         halide_target_feature_f16c,
+    halide_target_feature_avx512,      halide_target_feature_avx512_skylake,
+    halide_target_feature_avx512_zen4, halide_target_feature_avx512_zen5};
 const halide_target_feature_t kAboveBaseline[] = {
-    halide_target_feature_sse41,         halide_target_feature_avx,  halide_target_feature_avx2,
-    halide_target_feature_fma,           halide_target_feature_f16c, halide_target_feature_avx512,
-    halide_target_feature_avx512_skylake};
+    halide_target_feature_sse41,          halide_target_feature_avx,
+    halide_target_feature_avx2,           halide_target_feature_fma,
+    halide_target_feature_f16c,           halide_target_feature_avx512,
+    halide_target_feature_avx512_skylake, halide_target_feature_avx512_zen4,
+    halide_target_feature_avx512_zen5};
 
 const halide_target_feature_t *refused_begin = nullptr;
 const halide_target_feature_t *refused_end = nullptr;
@@ -52,7 +62,9 @@ void install_cpu_dispatch_policy() {
     std::call_once(once, [] {
         const char *cap = std::getenv("ATTNGEN_CPU_DISPATCH");
         if (cap == nullptr) return;
-        if (std::strcmp(cap, "avx2") == 0)
+        if (std::strcmp(cap, "avx512") == 0)
+            refuse(kAboveAvx512);
+        else if (std::strcmp(cap, "avx2") == 0)
             refuse(kAboveAvx2);
         else if (std::strcmp(cap, "sse41") == 0)
             refuse(kAboveSse41);

@@ -6,6 +6,7 @@ namespace attngen::rt {
 
 // Halide picks the first variant whose features the CPU has. ATTNGEN_CPU_DISPATCH caps that
 // choice, so every variant can be tested (and compared) on one machine:
+//   avx512    AVX-512 without AVX512-BF16 (the bfloat16 kernels' Zen 4 variant refused)
 //   avx2      no AVX-512 variants        sse41     nothing above SSE 4.1
 //   baseline  the plain x86-64 variant    (unset or anything else: no cap)
 // Read once, at the first kernel call of the process. Idempotent.

@@ -30,7 +30,8 @@ struct ProjectionBuffers {
         if (p.precision == ATTNGEN_PRECISION_F32) {
             float_weight.emplace(p.weight.data(), std::array<int32_t, 2>{p.in, p.padded_out});
         } else {
-            half_weight.emplace(p.weight_bits.data(), std::array<int32_t, 2>{p.in, p.padded_out},
+            half_weight.emplace(p.weight_bits.data(),
+                                std::array<int32_t, 2>{p.stored_rows(), p.stored_columns()},
                                 std::array<bool, 2>{}, half_precision_type(p.precision));
         }
     }

@@ -80,10 +80,6 @@ inline float round_to_precision(float x, attngen_precision p) {
     return x;
 }
 
-inline uint16_t to_half_precision(float x, attngen_precision p) {
-    return p == ATTNGEN_PRECISION_F16 ? to_float16(x) : to_bfloat16(x);
-}
-
 // Bytes per stored element of precision p.
 inline int element_bytes(attngen_precision p) {
     return p == ATTNGEN_PRECISION_F32 ? 4 : 2;

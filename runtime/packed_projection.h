@@ -19,9 +19,12 @@ namespace attngen::rt {
 struct PackedProjection {
     int32_t in = 0, out = 0, padded_out = 0;
     attngen_precision precision = ATTNGEN_PRECISION_F32;
-    std::vector<float> weight;          // [in, padded_out], float32 weights
-    std::vector<uint16_t> weight_bits;  // the same as bfloat16 or float16 bits, otherwise
-    std::vector<float> bias;            // [padded_out], float32 in every precision
+    std::vector<float> weight;  // [in, padded_out], float32 weights
+    // Otherwise the bits: float16 [in, padded_out]; bfloat16 in pairs of input features,
+    // [ceil(in / 2), padded_out, 2], the odd count's last pair completed with 0 (the
+    // projections reduce each pair in one lane of vdpbf16ps: ProjectionStage::paired).
+    std::vector<uint16_t> weight_bits;
+    std::vector<float> bias;  // [padded_out], float32 in every precision
 
     // w is [out_features, in_features] as torch.nn.Linear stores it; b may be NULL. Weights are
     // rounded to nearest in `p`; a float16 weight beyond its range becomes infinite, so callers
@@ -34,7 +37,7 @@ struct PackedProjection {
         precision = p;
         padded_out = round_up(out_features, kWeightPadding) +
                      (device == ATTNGEN_DEVICE_CPU ? 0 : kGpuExtraWeightPadding);
-        const size_t size = size_t(in) * padded_out;
+        const size_t size = size_t(stored_rows()) * stored_columns();
         if (p == ATTNGEN_PRECISION_F32) {
             weight.assign(size, 0.0f);
         } else {
@@ -43,16 +46,23 @@ struct PackedProjection {
         bias.assign(padded_out, 0.0f);
         for (int32_t o = 0; o < out; ++o) {
             for (int32_t i = 0; i < in; ++i) {
-                const size_t at = size_t(i) * padded_out + o;
                 const float x = w[size_t(o) * in + i];
                 if (p == ATTNGEN_PRECISION_F32) {
-                    weight[at] = x;
+                    weight[size_t(i) * padded_out + o] = x;
+                } else if (p == ATTNGEN_PRECISION_BF16) {
+                    weight_bits[size_t(i / 2) * stored_columns() + 2 * o + i % 2] = to_bfloat16(x);
                 } else {
-                    weight_bits[at] = to_half_precision(x, p);
+                    weight_bits[size_t(i) * padded_out + o] = to_float16(x);
                 }
             }
             if (b != nullptr) bias[o] = b[o];
         }
+    }
+
+    // The stored weights as a 2-D buffer [stored_rows, stored_columns].
+    int32_t stored_rows() const { return precision == ATTNGEN_PRECISION_BF16 ? (in + 1) / 2 : in; }
+    int32_t stored_columns() const {
+        return precision == ATTNGEN_PRECISION_BF16 ? 2 * padded_out : padded_out;
     }
 
     // Bytes the packed weights and bias occupy.
