@@ -32,7 +32,7 @@ struct ProjectionBuffers {
         } else {
             half_weight.emplace(p.weight_bits.data(),
                                 std::array<int32_t, 2>{p.stored_rows(), p.stored_columns()},
-                                std::array<bool, 2>{}, half_precision_type(p.precision));
+                                std::array<bool, 2>{}, precision_type(p.precision));
         }
     }
     halide_buffer_t *weight() { return float_weight ? float_weight->get() : half_weight->get(); }

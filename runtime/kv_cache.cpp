@@ -74,17 +74,12 @@ const CacheKernels &cache_kernels(attngen_precision precision) {
     return f32;
 }
 
-halide_type_t stored_type(attngen_precision precision) {
-    return precision == ATTNGEN_PRECISION_F32 ? halide_type_for<float>()
-                                              : half_precision_type(precision);
-}
-
 // Stored elements (any precision) as a kernel buffer: Halide strides count elements, so the
 // bytes' pointer with the elements' type describes them.
 template <int N>
 TensorBuffer<uint8_t, N> stored_buffer(const std::vector<uint8_t> &bytes, attngen_precision p,
                                        const std::array<int32_t, N> &shape) {
-    return TensorBuffer<uint8_t, N>(bytes.data(), shape, {}, stored_type(p));
+    return TensorBuffer<uint8_t, N>(bytes.data(), shape, {}, precision_type(p));
 }
 
 // A float16 cache cannot hold a projected key or value beyond 65504: the kernel rounds it to

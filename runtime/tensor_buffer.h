@@ -33,11 +33,18 @@ inline halide_type_t halide_type_for<uint16_t>() {
     return halide_type_t(halide_type_uint, 16);
 }
 
-// The Halide type of a half precision's bits (attngen_precision BF16 or F16), for a
-// TensorBuffer<uint16_t, N> over them.
-inline halide_type_t half_precision_type(attngen_precision p) {
-    return p == ATTNGEN_PRECISION_F16 ? halide_type_t(halide_type_float, 16)
-                                      : halide_type_t(halide_type_bfloat, 16);
+// The Halide type of the elements a handle of precision p stores (weights, KV cache), for a
+// TensorBuffer over their bits where T alone does not say it.
+inline halide_type_t precision_type(attngen_precision p) {
+    switch (p) {
+        case ATTNGEN_PRECISION_BF16:
+            return halide_type_t(halide_type_bfloat, 16);
+        case ATTNGEN_PRECISION_F16:
+            return halide_type_t(halide_type_float, 16);
+        case ATTNGEN_PRECISION_F32:
+            break;
+    }
+    return halide_type_t(halide_type_float, 32);
 }
 
 // A dense row-major tensor seen as a Halide buffer: shape is outermost first, as in the C API,

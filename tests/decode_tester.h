@@ -98,6 +98,41 @@ class DecodeModel {
     MhaHandle handle_;
 };
 
+// Decodes a sequence of len random tokens (seeded) on one item of a cache of max_len
+// positions: a prompt of `prompt` tokens, then one token per step, each step's output checked
+// against causal self-attention over the whole sequence.
+inline void DecodeAndCheck(const MhaTester &tester, int len, int prompt, int max_len,
+                           uint32_t token_seed = 11) {
+    SCOPED_TRACE(tester.Describe() + ", len " + std::to_string(len) + ", prompt " +
+                 std::to_string(prompt));
+    DecodeModel model(tester);
+    ASSERT_NE(model.handle(), nullptr);
+    const int d = model.d_model();
+    const std::vector<float> tokens = model.Tokens(len, token_seed);
+    const DecodeModel::Expected want = model.SelfAttention(tokens);
+    attngen_kv_cache *raw = nullptr;
+    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 1, max_len, &raw), ATTNGEN_OK)
+        << attngen_last_error();
+    CacheHandle cache(raw);
+    std::vector<float> out(size_t(len) * d, kSentinel);
+    for (int t = 0; t < len;) {
+        const int step = t == 0 && prompt > 0 ? prompt : 1;
+        const float *x = tokens.data() + size_t(t) * d;
+        ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 1, nullptr, step, x, x),
+                  ATTNGEN_OK)
+            << attngen_last_error();
+        ASSERT_EQ(attngen_mha_forward_cached(model.handle(), cache.get(), 1, nullptr, step, x,
+                                             ATTNGEN_CAUSAL_BOTTOM_RIGHT, &out[size_t(t) * d]),
+                  ATTNGEN_OK)
+            << attngen_last_error();
+        t += step;
+    }
+    int32_t n = -1;
+    ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), &n), ATTNGEN_OK);
+    EXPECT_EQ(n, len);
+    model.Check("decoded outputs", out.data(), len, want, 0);
+}
+
 }  // namespace attngen_test
 
 #endif  // ATTNGEN_TESTS_DECODE_TESTER_H

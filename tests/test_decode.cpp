@@ -20,40 +20,6 @@ const float *Rows(const std::vector<float> &tokens, int t0, int d_model) {
     return tokens.data() + size_t(t0) * d_model;
 }
 
-// Decodes a sequence on one item: a prompt of `prompt` tokens, then one token per step, each
-// step's output checked against causal self-attention over the whole sequence.
-void DecodeAndCheck(const MhaTester &tester, int len, int prompt, int max_len) {
-    SCOPED_TRACE(tester.Describe() + ", len " + std::to_string(len) + ", prompt " +
-                 std::to_string(prompt));
-    DecodeModel model(tester);
-    ASSERT_NE(model.handle(), nullptr);
-    const int d = model.d_model();
-    const std::vector<float> tokens = model.Tokens(len, 11);
-    const DecodeModel::Expected want = model.SelfAttention(tokens);
-    attngen_kv_cache *raw = nullptr;
-    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 1, max_len, &raw), ATTNGEN_OK)
-        << attngen_last_error();
-    CacheHandle cache(raw);
-    std::vector<float> out(size_t(len) * d, kSentinel);
-    int t = 0;
-    while (t < len) {
-        const int step = t == 0 && prompt > 0 ? prompt : 1;
-        const float *x = Rows(tokens, t, d);
-        ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 1, nullptr, step, x, x),
-                  ATTNGEN_OK)
-            << attngen_last_error();
-        ASSERT_EQ(attngen_mha_forward_cached(model.handle(), cache.get(), 1, nullptr, step, x,
-                                             ATTNGEN_CAUSAL_BOTTOM_RIGHT, &out[size_t(t) * d]),
-                  ATTNGEN_OK)
-            << attngen_last_error();
-        t += step;
-    }
-    int32_t n = -1;
-    ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), &n), ATTNGEN_OK);
-    EXPECT_EQ(n, len);
-    model.Check("decoded outputs", out.data(), len, want, 0);
-}
-
 MhaTester Model(int d_model, int heads) {
     MhaTester t;
     t.d_model(d_model).num_heads(heads);

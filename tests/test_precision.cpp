@@ -105,35 +105,10 @@ TEST_P(HalfPrecision, TutorialShapes) {
         .Test();
 }
 
-// Decodes a sequence on one item, a prompt of `prompt` tokens and then one token per step, each
-// output checked against causal self-attention over the whole sequence (the cache's rounding
-// included in the bound).
+// Decoding, each step against causal self-attention over the whole sequence (the cache's
+// rounding included in the bound); the cache holds exactly the sequence.
 void DecodeAndCheck(const MhaTester &tester, int len, int prompt) {
-    SCOPED_TRACE(tester.Describe() + ", len " + std::to_string(len) + ", prompt " +
-                 std::to_string(prompt));
-    DecodeModel model(tester);
-    ASSERT_NE(model.handle(), nullptr);
-    const int d = model.d_model();
-    const std::vector<float> tokens = model.Tokens(len, 23);
-    const DecodeModel::Expected want = model.SelfAttention(tokens);
-    attngen_kv_cache *raw = nullptr;
-    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 1, len, &raw), ATTNGEN_OK)
-        << attngen_last_error();
-    CacheHandle cache(raw);
-    std::vector<float> out(size_t(len) * d, kSentinel);
-    for (int t = 0; t < len;) {
-        const int step = t == 0 && prompt > 0 ? prompt : 1;
-        const float *x = tokens.data() + size_t(t) * d;
-        ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 1, nullptr, step, x, x),
-                  ATTNGEN_OK)
-            << attngen_last_error();
-        ASSERT_EQ(attngen_mha_forward_cached(model.handle(), cache.get(), 1, nullptr, step, x,
-                                             ATTNGEN_CAUSAL_BOTTOM_RIGHT, &out[size_t(t) * d]),
-                  ATTNGEN_OK)
-            << attngen_last_error();
-        t += step;
-    }
-    model.Check("decoded outputs", out.data(), len, want, 0);
+    attngen_test::DecodeAndCheck(tester, len, prompt, len, /*token_seed=*/23);
 }
 
 TEST_P(HalfPrecision, DecodingStepByStep) {
@@ -229,15 +204,25 @@ attngen_mha_config Float16Config() {
     return c;
 }
 
-TEST(PrecisionErrors, Float16RefusesWeightsBeyondItsRangeAndKeepsTheOldOnes) {
+// A float16 handle (d_model 8, 2 heads, no bias) with w as each of its four weights.
+MhaHandle Float16Handle(const std::vector<float> &w) {
     const attngen_mha_config c = Float16Config();
     attngen_mha *raw = nullptr;
-    ASSERT_EQ(attngen_mha_create(&c, &raw), ATTNGEN_OK) << attngen_last_error();
+    EXPECT_EQ(attngen_mha_create(&c, &raw), ATTNGEN_OK) << attngen_last_error();
     MhaHandle m(raw);
-    std::vector<float> w(64, 0.125f);
-    ASSERT_EQ(attngen_mha_set_weights(m.get(), w.data(), w.data(), w.data(), w.data(), nullptr,
-                                      nullptr, nullptr, nullptr),
-              ATTNGEN_OK);
+    if (m) {
+        EXPECT_EQ(attngen_mha_set_weights(m.get(), w.data(), w.data(), w.data(), w.data(), nullptr,
+                                          nullptr, nullptr, nullptr),
+                  ATTNGEN_OK)
+            << attngen_last_error();
+    }
+    return m;
+}
+
+TEST(PrecisionErrors, Float16RefusesWeightsBeyondItsRangeAndKeepsTheOldOnes) {
+    const std::vector<float> w(64, 0.125f);
+    MhaHandle m = Float16Handle(w);
+    ASSERT_NE(m, nullptr);
     const std::vector<float> x(16, 0.5f);
     std::vector<float> before(16, kSentinel), after(16, kSentinel);
     ASSERT_EQ(attngen_mha_forward(m.get(), 1, 2, 2, x.data(), x.data(), x.data(), nullptr,
@@ -265,14 +250,8 @@ TEST(PrecisionErrors, Float16RefusesWeightsBeyondItsRangeAndKeepsTheOldOnes) {
 }
 
 TEST(PrecisionErrors, Float16CacheRefusesKeysBeyondItsRangeAndAppendsNothing) {
-    const attngen_mha_config c = Float16Config();
-    attngen_mha *raw = nullptr;
-    ASSERT_EQ(attngen_mha_create(&c, &raw), ATTNGEN_OK) << attngen_last_error();
-    MhaHandle m(raw);
-    std::vector<float> w(64, 0.5f);
-    ASSERT_EQ(attngen_mha_set_weights(m.get(), w.data(), w.data(), w.data(), w.data(), nullptr,
-                                      nullptr, nullptr, nullptr),
-              ATTNGEN_OK);
+    MhaHandle m = Float16Handle(std::vector<float>(64, 0.5f));
+    ASSERT_NE(m, nullptr);
     attngen_kv_cache *cache_raw = nullptr;
     ASSERT_EQ(attngen_kv_cache_create(m.get(), 2, 4, &cache_raw), ATTNGEN_OK);
     CacheHandle cache(cache_raw);
