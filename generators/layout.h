@@ -5,12 +5,17 @@
 
 namespace attngen {
 
-// The fused MHA kernel takes its projection weights transposed to [in_features, out_features]
-// (Halide: (out, in)), with the out dimension zero-padded to a multiple of this many floats, and
-// biases zero-padded likewise. The padding lets a register tile of the projection run past the
-// last output feature without reading outside the buffer, so its loops need no tail case. Every
-// projection tile width must divide it (the generators check).
+// The kernels take projection weights transposed, [in_features, out_features] (Halide: (out,
+// in)), with out zero-padded to a multiple of this many features, and biases zero-padded
+// likewise. The padding lets a register tile of the projection run past the last output feature
+// without reading outside the buffer, so its loops need no tail case. Every projection tile
+// width must divide it (the generators check).
 constexpr int kWeightPadding = 64;
+
+// Bfloat16 weights are stored in pairs of consecutive input features, the pair innermost:
+// (2 o + f % 2, f / 2) in place of (o, f), the odd count's last pair completed with 0. Each pair
+// is one lane of vdpbf16ps (ProjectionStage::paired).
+constexpr int kWeightPairs = 2;
 
 // The GPU schedule's projection blocks (kWeightPadding features, register tiles of 4 inside
 // them, guarded at the edge) get a loose bound from Halide's interval analysis: up to one block

@@ -25,7 +25,7 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
     p.acc(o, n) = bias(o);
     if (weight_type == BFloat(16)) {
         p.paired = true;
-        p.r = RDom(0, 2, 0, (p.in_features + 1) / 2, name + "_r");
+        p.r = RDom(0, kWeightPairs, 0, (p.in_features + 1) / kWeightPairs, name + "_r");
         Var f("f"), m("m");
         p.operand = Func(name + "_operand");
         const Expr feature = min(f, p.in_features - 1);

@@ -240,14 +240,19 @@ struct ProjectionPipeline {
     ImageParam x{Float(32), 2, "x"}, w_t{Float(32), 2, "w_t"}, bias{Float(32), 1, "bias"};
     Func result;
 
+    // group_size > 0 reads the input features as groups of that many (as the output projection
+    // reads heads); the feature counts checked are then multiples of it.
     explicit ProjectionPipeline(const Target &target,
-                                attngen::ProjectionRows rows = attngen::ProjectionRows::Many) {
+                                attngen::ProjectionRows rows = attngen::ProjectionRows::Many,
+                                const attngen::CpuScheduleKnobs &knobs = {}, int group_size = 0) {
         Var d("d"), g("g"), n("n");
         Func x_rows("x_rows");
-        x_rows(d, g, n) = x(d, n);
-        attngen::ProjectionStage p = attngen::define_projection("proj", x_rows, x.dim(0).extent(),
-                                                                1, x.dim(1).extent(), w_t, bias);
-        attngen::schedule_projection_cpu(p, target, attngen::CpuScheduleKnobs{}, rows);
+        const Expr in = x.dim(0).extent();
+        const Expr size = group_size > 0 ? Expr(group_size) : in;
+        x_rows(d, g, n) = x(g * size + d, n);
+        attngen::ProjectionStage p = attngen::define_projection("proj", x_rows, size, in / size,
+                                                                x.dim(1).extent(), w_t, bias);
+        attngen::schedule_projection_cpu(p, target, knobs, rows);
         result = p.result;
         result.compile_jit(target);
     }
@@ -317,6 +322,32 @@ TEST(Projection, SplitReductionOfFewRows) {
         ProjectionPipeline pipeline(t, attngen::ProjectionRows::FewOrMany);
         for (int rows : {1, 2, 5, 8, 9}) {
             for (int in : {1, 3, 13, 64, 67, 130}) check_projection(pipeline, rows, in, 67);
+        }
+    }
+}
+
+// The matrix product's reduction over input features runs in blocks of gemm_k_block features
+// (within a group first, then whole groups): counts around a block and its multiples, in one
+// group and in groups smaller and larger than a block.
+TEST(Projection, BlockedReductionOverInputFeatures) {
+    attngen::CpuScheduleKnobs knobs;
+    knobs.gemm_k_block = 16;
+    for (const Target &t : cpu_targets()) {
+        SCOPED_TRACE(t.to_string());
+        const int task_rows = attngen::resolve_cpu_knobs(knobs, t).gemm_rows *
+                              attngen::resolve_cpu_knobs(knobs, t).gemm_row_tiles;
+        ProjectionPipeline one_group(t, attngen::ProjectionRows::Many, knobs);
+        for (int in : {1, 15, 16, 17, 47, 48, 49, 100}) {
+            check_projection(one_group, task_rows + 3, in, 67);
+        }
+        for (int group_size : {5, 24}) {
+            SCOPED_TRACE("groups of " + std::to_string(group_size));
+            ProjectionPipeline groups(t, attngen::ProjectionRows::FewOrMany, knobs, group_size);
+            for (int groups_count : {1, 3, 7}) {
+                for (int rows : {2, task_rows + 3}) {
+                    check_projection(groups, rows, group_size * groups_count, 67);
+                }
+            }
         }
     }
 }
