@@ -100,6 +100,12 @@ def main() -> None:
         decode_rounds(args, args.shapes.split(",") if args.shapes else decode_shapes)
         return
     shapes = args.shapes.split(",") if args.shapes else list(SHAPES)
+    # Debian's torch 1.13 (python3-torch) is an optional third column: without it the rounds
+    # still compare attngen with torch 2.15 and ONNX Runtime.
+    has_debian_torch = subprocess.run([args.debian_python, "-c", "import torch"],
+                                      capture_output=True).returncode == 0
+    if not has_debian_torch:
+        print(f"{args.debian_python} has no torch: no torch 1.13 column", file=sys.stderr)
     runs = []
     for i in range(1, args.rounds + 1):
         attngen, torch, debian = [], [], []
@@ -107,7 +113,8 @@ def main() -> None:
             print(f"round {i}: {shape}", file=sys.stderr)
             attngen += run_attngen(args.bench, shape)
             torch += run_torch(args.torch_python, shape, None)
-            debian += run_torch(args.debian_python, shape, "torch-mha")
+            if has_debian_torch:
+                debian += run_torch(args.debian_python, shape, "torch-mha")
         names = [os.path.join(args.out_dir, f"{kind}_{i}.json")
                  for kind in ("attngen", "torch", "torch_debian")]
         for name, data in zip(names, ({"benchmarks": attngen}, torch, debian)):
