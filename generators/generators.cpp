@@ -72,15 +72,23 @@ class AttngenGenerator : public Generator<T> {
         return Func(input);
     }
 
-    // The attention output (c, i, h, b). Without a weights output, attngen's CPU schedules use
-    // the flash algorithm (no q_len x kv_len buffer, masked key blocks skipped); the weights,
-    // the GPU schedule and the autoschedulers use the one that materializes the probabilities.
+    // The attention output (c, i, h, b). Without a weights output, attngen's CPU and GPU
+    // schedules use the flash algorithm (no q_len x kv_len buffer, masked key blocks skipped);
+    // the weights and the autoschedulers use the one that materializes the probabilities.
     // Query head h reads key/value head h / group.
     Func attention(const Func &q, const Func &k, const Func &v, const Expr &dk, const Expr &dv,
                    const Expr &q_len, const Expr &kv_len, const Expr &group, const Expr &scale,
                    const MaskInputs &mask, Func *weights) {
         const Target t = this->get_target();
-        if (weights == nullptr && !t.has_gpu_feature() && !this->using_autoscheduler()) {
+        if (weights == nullptr && t.has_gpu_feature() && !this->using_autoscheduler()) {
+            const GpuScheduleKnobs knobs = resolve_gpu_knobs(gpu_knobs());
+            FlashAttentionStage a =
+                define_flash_attention(q, k, v, dk, dv, q_len, kv_len, group, scale, mask,
+                                       knobs.gpu_query_block, knobs.gpu_key_block, true);
+            schedule_flash_attention_gpu(a, knobs);
+            return a.out;
+        }
+        if (weights == nullptr && !this->using_autoscheduler()) {
             const CpuScheduleKnobs knobs = resolve_cpu_knobs(cpu_knobs(), t);
             const Expr query_block = flash_query_block(knobs, t, kv_len, dk, dv, mask.causal);
             FlashAttentionStage a = define_flash_attention(
@@ -142,6 +150,23 @@ class AttngenGenerator : public Generator<T> {
     }
 };
 
+// A mask input read with its outer dimensions (rows, heads, items; not keys) broadcast where
+// their extent is 1: the runtime passes an absent mask as one neutral row, and a mask given for
+// one item or head as it lies in memory. (As buffers of the full logical shape with stride 0,
+// Halide refused every call of more than 2^31 - 1 logits, whatever the mask, because it checks
+// the product of a buffer's extents.) The clamp is per row, outside the loops over keys.
+template <typename InputBuffer>
+Func broadcast_outer(const Func &input, const InputBuffer &buffer) {
+    std::vector<Var> args = input.args();
+    std::vector<Expr> at(args.begin(), args.end());
+    for (size_t d = 1; d < at.size(); ++d) {
+        at[d] = min(args[d], buffer.dim(int(d)).max());
+    }
+    Func broadcast(input.name() + "_broadcast");
+    broadcast(args) = input(at);
+    return broadcast;
+}
+
 // Mask inputs appear in the same order in every generator that takes them.
 #define ATTNGEN_MASK_INPUTS                                                        \
     Input<int> causal{"causal", 0, 0, 2};                                          \
@@ -153,8 +178,8 @@ class AttngenGenerator : public Generator<T> {
     MaskInputs mask_inputs() const {                                               \
         MaskInputs m;                                                              \
         m.kv_lengths = this->bounded(kv_lengths);                                  \
-        m.bool_mask = this->bounded(bool_mask);                                    \
-        m.additive = this->bounded(additive);                                      \
+        m.bool_mask = broadcast_outer(this->bounded(bool_mask), bool_mask);        \
+        m.additive = broadcast_outer(this->bounded(additive), additive);           \
         m.causal = causal;                                                         \
         m.has_bool_mask = has_bool_mask;                                           \
         m.has_additive = has_additive;                                             \

@@ -185,6 +185,83 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested
     }
 }
 
+void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs &requested) {
+    const GpuScheduleKnobs knobs = resolve_gpu_knobs(requested);
+    const int query_block = knobs.gpu_query_block, key_block = knobs.gpu_key_block;
+    const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u, &jj = a.jj, &ii = a.ii;
+
+    // One GPU block per (query block, head, item), kFeatureThreads x query_block threads; a
+    // thread owns value features c = ci + kFeatureThreads * co of one query.
+    Var qb("qb"), iq("iq"), co("co"), ci("ci");
+    a.out.compute_root()
+        .split(i, qb, iq, query_block, kExact)
+        .split(c, co, ci, kFeatureThreads, kExact)
+        .reorder(ci, iq, co, qb, h, b)
+        .gpu_blocks(qb, h, b)
+        .gpu_threads(ci, iq);
+
+    // The running state (output accumulators, row maximum and sum) of the block's queries in
+    // shared memory; the key blocks are a serial loop of the GPU block, and each step's stages
+    // below are thread loops inside it, with barriers between them.
+    a.state.compute_at(a.out, qb)
+        .split(c, co, ci, kFeatureThreads, TailStrategy::RoundUp)
+        .reorder(co, ci, ii)
+        .gpu_threads(ci, ii);
+    Var step_co("step_co"), step_ci("step_ci");
+    a.state.update()
+        .split(c, step_co, step_ci, kFeatureThreads, TailStrategy::RoundUp)
+        .reorder(step_co, step_ci, ii, a.r_blocks)
+        .gpu_threads(step_ci, ii);
+    const LoopLevel step(a.state, a.r_blocks);
+
+    // Every per-step buffer covers a whole key block and query block: constant sizes, as shared
+    // memory needs, and constant thread loops. Past the last visible key they compute masked
+    // logits of clamped reads, which the trimmed reductions never read.
+    Var jo("jo"), ji("ji");
+    a.packed.score.compute_at(step)
+        .bound_extent(j, key_block)
+        .split(j, jo, ji, kFeatureThreads)
+        .reorder(jo, ji, i)
+        .gpu_threads(ji, i);
+    a.packed.score.update()
+        .split(j, jo, ji, kFeatureThreads)
+        .reorder(a.packed.r_dot, jo, ji, i)
+        .gpu_threads(ji, i);
+    a.block_logits.compute_at(step)
+        .bound_extent(jj, key_block)
+        .split(jj, jo, ji, kFeatureThreads)
+        .reorder(jo, ji, i)
+        .gpu_threads(ji, i);
+    a.block_probs.compute_at(step)
+        .bound_extent(jj, key_block)
+        .split(jj, jo, ji, kFeatureThreads)
+        .reorder(jo, ji, ii)
+        .gpu_threads(ji, ii);
+    // Row maxima and sums: kReductionLanes lanes per query, then a serial sum per query.
+    for (Func lanes : {a.max_lanes, a.sum_lanes}) {
+        lanes.compute_at(step).gpu_threads(u, ii);
+        lanes.update().gpu_threads(u, ii);
+    }
+    for (Func row : {a.block_max, a.block_sum}) {
+        row.compute_at(step).gpu_threads(ii);
+        row.update().gpu_threads(ii);
+    }
+    // probs x values per thread, in registers: the block's probabilities from shared memory
+    // (one value for all kFeatureThreads threads of a query), the values coalesced across them.
+    a.block_out.compute_at(a.state, step_co);
+    // One key block of one query block per step: bounds inference cannot see that kb is the
+    // step's block, and without it block_out was per-thread global memory.
+    for (Func f : {a.block_logits, a.max_lanes, a.block_max, a.block_probs, a.sum_lanes,
+                   a.block_sum, a.block_out}) {
+        f.bound_extent(a.kb, 1);
+    }
+    for (Func f :
+         {a.max_lanes, a.block_max, a.block_probs, a.sum_lanes, a.block_sum, a.block_out}) {
+        f.bound_extent(a.qb, 1);
+    }
+    a.block_out.bound_extent(c, 1).bound_extent(ii, 1);
+}
+
 void schedule_rope_angles_gpu(Func angles, const RopeInputs &rope) {
     // On the host: the angles are formed in double, which OpenCL devices need not support
     // (Halide refuses doubles in OpenCL kernels without cl_doubles). Without rotation the

@@ -28,6 +28,11 @@ void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &knobs);
 // per block of queries (a second when the weights are an output). See schedule_gpu.cpp.
 void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &knobs, bool weights_output);
 
+// The flash attention (define_flash_attention with fixed blocks of gpu_query_block queries and
+// gpu_key_block keys): one kernel, a GPU block per query block streaming the key blocks, with
+// no q_len x kv_len buffer.
+void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs &knobs);
+
 // A rotary angle table (the cos or the sin of define_rope_angles), at root on the host.
 void schedule_rope_angles_gpu(Halide::Func angles, const RopeInputs &rope);
 

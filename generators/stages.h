@@ -189,13 +189,15 @@ struct FlashAttentionStage {
 
 // The block sizes are the schedule's choice (schedule_cpu.h: flash_query_block): query_block
 // may depend on the call (a positive Expr), key_block must be a multiple of kReductionLanes.
-// Both shrink to the problem where it is smaller.
+// Both shrink to the problem where it is smaller, unless fixed_blocks: a GPU block's threads
+// and shared memory take the constant sizes.
 FlashAttentionStage define_flash_attention(const Halide::Func &q, const Halide::Func &k,
                                            const Halide::Func &v, const Halide::Expr &dk,
                                            const Halide::Expr &dv, const Halide::Expr &q_len,
                                            const Halide::Expr &kv_len, const Halide::Expr &group,
                                            const Halide::Expr &scale, const MaskInputs &mask,
-                                           const Halide::Expr &query_block, int key_block);
+                                           const Halide::Expr &query_block, int key_block,
+                                           bool fixed_blocks = false);
 
 // Attention of a few queries over a KV cache, as decoding runs it (stages_decode.cpp): the
 // queries that share a key/value head are the rows of one problem, the cached keys are split

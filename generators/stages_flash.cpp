@@ -14,7 +14,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
                                            const Expr &dk, const Expr &dv, const Expr &q_len,
                                            const Expr &kv_len, const Expr &group, const Expr &scale,
                                            const MaskInputs &mask, const Expr &query_block,
-                                           int key_block) {
+                                           int key_block, bool fixed_blocks) {
     if (key_block <= 0 || key_block % kReductionLanes != 0) {
         throw CompileError("flash attention needs key_block a positive multiple of " +
                            std::to_string(kReductionLanes) + "; got " + std::to_string(key_block));
@@ -23,9 +23,11 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     // Blocks shrink to the problem: a call with 10 queries and 20 keys computes a 10 x 32
     // block, not query_block x key_block (attngen_sdpa at the tutorial shape: 24 ms with whole
     // blocks, about 2 ms with these).
-    const Expr qblock = min(query_block, q_len);
+    const Expr qblock = fixed_blocks ? query_block : min(query_block, q_len);
     const Expr kblock =
-        min(key_block, (kv_len + (kReductionLanes - 1)) / kReductionLanes * kReductionLanes);
+        fixed_blocks
+            ? Expr(key_block)
+            : min(key_block, (kv_len + (kReductionLanes - 1)) / kReductionLanes * kReductionLanes);
     a.query_block = qblock;
     a.mask = mask;
     a.key_block = kblock;

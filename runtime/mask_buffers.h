@@ -1,8 +1,9 @@
 // Header-only: installed (attngen/detail/) for kernels made by attngen_add_library.
-// The mask arguments every attention kernel takes, built from an attngen_mask. Absent parts
-// become buffers of the full logical shape that repeat one neutral row (stride 0 outside the
-// innermost dimension, which kernels require dense for vector loads), with their has_* flag
-// false; kernels never see a missing buffer or need a bounds query.
+// The mask arguments every attention kernel takes, built from an attngen_mask. An absent part
+// becomes one neutral row (extent 1 outside the key dimension, which kernels require dense for
+// vector loads), with its has_* flag false; a part given for one item or head has extent 1
+// there. Kernels broadcast dimensions of extent 1 (generators.cpp, broadcast_outer), never
+// see a missing buffer or need a bounds query, and no buffer is larger than its memory.
 #ifndef ATTNGEN_RUNTIME_MASK_BUFFERS_H
 #define ATTNGEN_RUNTIME_MASK_BUFFERS_H
 
@@ -37,11 +38,13 @@ class MaskBuffers {
           has_bool_mask_(m.bool_mask != nullptr),
           has_additive_(m.additive != nullptr),
           kv_lengths_(m.kv_lengths ? m.kv_lengths : all_keys_.data(), {batch}),
-          bool_mask_(has_bool_mask_ ? m.bool_mask : unmasked_row_.data(), {batch, q_len, kv_len},
-                     {!has_bool_mask_ || m.bool_mask_batch == 1, !has_bool_mask_, false}),
-          additive_(has_additive_ ? m.additive : zero_row_.data(), {batch, heads, q_len, kv_len},
-                    {!has_additive_ || m.additive_batch == 1,
-                     !has_additive_ || m.additive_heads == 1, !has_additive_, false}) {}
+          bool_mask_(has_bool_mask_ ? m.bool_mask : unmasked_row_.data(),
+                     {!has_bool_mask_ || m.bool_mask_batch == 1 ? 1 : batch,
+                      has_bool_mask_ ? q_len : 1, kv_len}),
+          additive_(has_additive_ ? m.additive : zero_row_.data(),
+                    {!has_additive_ || m.additive_batch == 1 ? 1 : batch,
+                     !has_additive_ || m.additive_heads == 1 ? 1 : heads, has_additive_ ? q_len : 1,
+                     kv_len}) {}
 
     int32_t causal_;
     std::vector<int32_t> all_keys_;  // the kv_lengths of every item when none are given

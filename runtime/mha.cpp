@@ -184,10 +184,11 @@ attngen_status validate_forward(const attngen_mha *m, int32_t batch, int32_t q_l
         require_addressable("the projected queries", {batch, q_len, c.inner()}, 4));
     ATTNGEN_RETURN_IF_ERROR(
         require_addressable("the projected keys", {batch, kv_len, c.kv_inner()}, 4));
-    if (probs != nullptr || c.device != ATTNGEN_DEVICE_CPU) {
-        // GPU kernels keep every score in device memory (schedule_gpu.cpp).
-        ATTNGEN_RETURN_IF_ERROR(require_addressable(probs != nullptr ? "weights" : "the scores",
-                                                    {batch, c.num_heads, q_len, kv_len}, 4));
+    if (probs != nullptr) {
+        // The weights are one buffer (on a GPU, every score is kept in device memory as well);
+        // without them every kernel streams the keys through the flash algorithm.
+        ATTNGEN_RETURN_IF_ERROR(
+            require_addressable("weights", {batch, c.num_heads, q_len, kv_len}, 4));
     }
     return validate_mask(mask, batch, c.num_heads, q_len, kv_len);
 }

@@ -197,6 +197,14 @@ class MhaTester {
         return r;
     }
 
+    // Once without the weights output and once with it: on a GPU these are different kernels
+    // (flash attention, and the one that materializes the probabilities).
+    void TestWithAndWithoutWeights() const {
+        MhaTester t = *this;
+        t.with_weights(false).Test();
+        t.with_weights(true).Test();
+    }
+
     void Test() const {
         SCOPED_TRACE(Describe());
         attngen_mha *raw = nullptr;

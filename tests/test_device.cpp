@@ -57,22 +57,32 @@ class DeviceTest : public ::testing::Test {
 // Shapes at the GPU schedule's tile edges: query blocks of 16, key tiles of 32, projection
 // blocks of 64 features by 32 rows and 4 x 4 register tiles, each hit exactly and missed by one.
 TEST_F(DeviceTest, SingleElement) {
-    Tester().d_model(1).num_heads(1).batch(1).q_len(1).kv_len(1).Test();
+    Tester().d_model(1).num_heads(1).batch(1).q_len(1).kv_len(1).TestWithAndWithoutWeights();
 }
 TEST_F(DeviceTest, HeadDimOne) {
-    Tester().d_model(5).num_heads(5).batch(2).q_len(3).kv_len(2).Test();
+    Tester().d_model(5).num_heads(5).batch(2).q_len(3).kv_len(2).TestWithAndWithoutWeights();
 }
 TEST_F(DeviceTest, PrimeSizes) {
-    Tester().d_model(21).num_heads(3).kdim(11).vdim(13).batch(3).q_len(7).kv_len(11).Test();
+    Tester()
+        .d_model(21)
+        .num_heads(3)
+        .kdim(11)
+        .vdim(13)
+        .batch(3)
+        .q_len(7)
+        .kv_len(11)
+        .TestWithAndWithoutWeights();
 }
 TEST_F(DeviceTest, QueryBlockPlusOne) {
-    Tester().d_model(16).num_heads(2).batch(1).q_len(17).kv_len(9).Test();
+    Tester().d_model(16).num_heads(2).batch(1).q_len(17).kv_len(9).TestWithAndWithoutWeights();
 }
 TEST_F(DeviceTest, KeyTileEdges) {
-    for (int kv : {31, 32, 33}) Tester().d_model(8).num_heads(1).q_len(5).kv_len(kv).Test();
+    for (int kv : {31, 32, 33})
+        Tester().d_model(8).num_heads(1).q_len(5).kv_len(kv).TestWithAndWithoutWeights();
 }
 TEST_F(DeviceTest, ProjectionBlockEdges) {
-    for (int d : {63, 64, 65}) Tester().d_model(d).num_heads(1).q_len(33).kv_len(3).Test();
+    for (int d : {63, 64, 65})
+        Tester().d_model(d).num_heads(1).q_len(33).kv_len(3).TestWithAndWithoutWeights();
 }
 TEST_F(DeviceTest, LongerRowsThanOneBlock) {
     Tester().d_model(32).num_heads(4).batch(2).q_len(40).kv_len(70).with_weights(false).Test();
@@ -85,7 +95,14 @@ TEST_F(DeviceTest, ThreadsPerBlockDoNotGrowWithQueries) {
     Tester().d_model(16).num_heads(2).q_len(300).kv_len(70).with_weights(true).Test();
 }
 TEST_F(DeviceTest, GroupedHeadsValueHeadSizeAndRotaryPositions) {
-    Tester().d_model(32).num_heads(8).num_kv_heads(2).v_head_dim(6).q_len(5).kv_len(9).Test();
+    Tester()
+        .d_model(32)
+        .num_heads(8)
+        .num_kv_heads(2)
+        .v_head_dim(6)
+        .q_len(5)
+        .kv_len(9)
+        .TestWithAndWithoutWeights();
     Tester()
         .d_model(32)
         .num_heads(4)
@@ -102,16 +119,28 @@ TEST_F(DeviceTest, GroupedHeadsValueHeadSizeAndRotaryPositions) {
         .q_len(6)
         .kv_len(6)
         .causal(ATTNGEN_CAUSAL_TOP_LEFT)
-        .Test();
+        .TestWithAndWithoutWeights();
 }
 TEST_F(DeviceTest, WithoutBias) {
-    Tester().d_model(12).num_heads(3).use_bias(false).q_len(4).kv_len(6).Test();
+    Tester()
+        .d_model(12)
+        .num_heads(3)
+        .use_bias(false)
+        .q_len(4)
+        .kv_len(6)
+        .TestWithAndWithoutWeights();
 }
 TEST_F(DeviceTest, ExplicitHeadDim) {
-    Tester().d_model(10).num_heads(3).head_dim(7).q_len(4).kv_len(5).Test();
+    Tester().d_model(10).num_heads(3).head_dim(7).q_len(4).kv_len(5).TestWithAndWithoutWeights();
 }
 TEST_F(DeviceTest, SelfAttention) {
-    Tester().d_model(16).num_heads(4).q_len(9).kv_len(9).self_attention(true).Test();
+    Tester()
+        .d_model(16)
+        .num_heads(4)
+        .q_len(9)
+        .kv_len(9)
+        .self_attention(true)
+        .TestWithAndWithoutWeights();
 }
 
 // Every mask kind, on q_len != kv_len, and combined.
@@ -123,7 +152,7 @@ TEST_F(DeviceTest, CausalTopLeft) {
         .q_len(6)
         .kv_len(9)
         .causal(ATTNGEN_CAUSAL_TOP_LEFT)
-        .Test();
+        .TestWithAndWithoutWeights();
 }
 TEST_F(DeviceTest, CausalBottomRight) {
     Tester()
@@ -133,18 +162,53 @@ TEST_F(DeviceTest, CausalBottomRight) {
         .q_len(9)
         .kv_len(6)
         .causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT)
-        .Test();
+        .TestWithAndWithoutWeights();
 }
 TEST_F(DeviceTest, KvLengthsWithAFullyMaskedItem) {
-    Tester().d_model(8).num_heads(2).batch(3).q_len(4).kv_len(7).kv_lengths({7, 0, 3}).Test();
+    Tester()
+        .d_model(8)
+        .num_heads(2)
+        .batch(3)
+        .q_len(4)
+        .kv_len(7)
+        .kv_lengths({7, 0, 3})
+        .TestWithAndWithoutWeights();
 }
 TEST_F(DeviceTest, BoolMaskPerItemAndBroadcast) {
-    Tester().d_model(8).num_heads(2).batch(2).q_len(5).kv_len(6).bool_mask(2).Test();
-    Tester().d_model(8).num_heads(2).batch(2).q_len(5).kv_len(6).bool_mask(1, 0.9).Test();
+    Tester()
+        .d_model(8)
+        .num_heads(2)
+        .batch(2)
+        .q_len(5)
+        .kv_len(6)
+        .bool_mask(2)
+        .TestWithAndWithoutWeights();
+    Tester()
+        .d_model(8)
+        .num_heads(2)
+        .batch(2)
+        .q_len(5)
+        .kv_len(6)
+        .bool_mask(1, 0.9)
+        .TestWithAndWithoutWeights();
 }
 TEST_F(DeviceTest, AdditiveMaskWithNegativeInfinity) {
-    Tester().d_model(8).num_heads(2).batch(2).q_len(5).kv_len(6).additive(2, 2, 0.3).Test();
-    Tester().d_model(8).num_heads(2).batch(2).q_len(5).kv_len(6).additive(1, 1, 1.0).Test();
+    Tester()
+        .d_model(8)
+        .num_heads(2)
+        .batch(2)
+        .q_len(5)
+        .kv_len(6)
+        .additive(2, 2, 0.3)
+        .TestWithAndWithoutWeights();
+    Tester()
+        .d_model(8)
+        .num_heads(2)
+        .batch(2)
+        .q_len(5)
+        .kv_len(6)
+        .additive(1, 1, 1.0)
+        .TestWithAndWithoutWeights();
 }
 TEST_F(DeviceTest, AllMasksCombined) {
     Tester()
@@ -157,10 +221,16 @@ TEST_F(DeviceTest, AllMasksCombined) {
         .kv_lengths({10, 4})
         .bool_mask(2)
         .additive(1, 3)
-        .Test();
+        .TestWithAndWithoutWeights();
 }
 TEST_F(DeviceTest, HugeLogits) {
-    Tester().d_model(8).num_heads(1).q_len(4).kv_len(5).input_scale(300.0f).Test();
+    Tester()
+        .d_model(8)
+        .num_heads(1)
+        .q_len(4)
+        .kv_len(5)
+        .input_scale(300.0f)
+        .TestWithAndWithoutWeights();
 }
 
 // The device-address entry point gives bit for bit what the host-pointer one gives, and
@@ -253,9 +323,10 @@ TEST_F(DeviceTest, DeviceMemoryErrorsAreReported) {
     EXPECT_EQ(attngen_device_free(device, 0), ATTNGEN_OK);
 }
 
-// GPU kernels keep every score in device memory: shapes whose scores Halide cannot index are
-// refused before anything is read (the inputs here are far smaller than the shape says).
-TEST_F(DeviceTest, ScoresBeyondIndexingAreRefused) {
+// The weights output is one buffer (and its kernel keeps every score in device memory): shapes
+// whose weights Halide cannot index are refused before anything is read (the inputs here are
+// far smaller than the shape says). Without weights the same shape is not refused up front.
+TEST_F(DeviceTest, WeightsBeyondIndexingAreRefused) {
     const attngen_mha_config config{
         8, 2,   0, 0, 0, 1, DeviceUnderTest(), 0, 0, ATTNGEN_PRECISION_F32, ATTNGEN_ROPE_NONE,
         0, 0.0f};
@@ -266,13 +337,30 @@ TEST_F(DeviceTest, ScoresBeyondIndexingAreRefused) {
     ASSERT_EQ(attngen_mha_set_weights(m.get(), w.data(), w.data(), w.data(), w.data(), b.data(),
                                       b.data(), b.data(), b.data()),
               ATTNGEN_OK);
-    std::vector<float> out(8, kSentinel);
+    std::vector<float> out(8, kSentinel), weights(8, kSentinel);
     EXPECT_EQ(attngen_mha_forward(m.get(), 1, 32768, 32768, x.data(), x.data(), x.data(), nullptr,
-                                  out.data(), nullptr),
+                                  out.data(), weights.data()),
               ATTNGEN_ERROR_SHAPE);
-    EXPECT_NE(std::string(attngen_last_error()).find("scores"), std::string::npos)
+    EXPECT_NE(std::string(attngen_last_error()).find("weights"), std::string::npos)
         << attngen_last_error();
     EXPECT_TRUE(Untouched("out", out));
+    EXPECT_TRUE(Untouched("weights", weights));
+}
+
+// Without weights the GPU kernel is flash attention: key blocks streamed through a block's
+// shared memory, many of them here, with the causal limit and key lengths inside them.
+TEST_F(DeviceTest, ManyKeyBlocksWithoutWeights) {
+    Tester()
+        .d_model(16)
+        .num_heads(4)
+        .num_kv_heads(2)
+        .batch(2)
+        .q_len(37)
+        .kv_len(1000)
+        .causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT)
+        .kv_lengths({1000, 517})
+        .with_weights(false)
+        .Test();
 }
 
 TEST_F(DeviceTest, CpuHandleRefusesDeviceAddresses) {

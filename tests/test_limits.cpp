@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -96,13 +97,15 @@ TEST(Limits, CreateRefusesEveryHugeSize) {
     }
 }
 
-// Every input fits, but the logits [batch, heads, q_len, kv_len] have 3.2e9 elements: no
-// kernel can index them, with or without a weights output. The buffers here are real (1.3 MB),
-// so a library that went ahead would compute for minutes, not crash.
-TEST(Limits, LogitsBeyondInt32AreRefusedUpFront) {
+// Every input fits, but a weights output or a mask of [batch, heads, q_len, kv_len] would have
+// 3.2e9 elements: no kernel can index them, so the call is refused before anything is read
+// (the weights and mask pointers here hold 64 floats). Without them the same shape runs
+// (SdpaPastTwoToThe31LogitsWithoutWeights).
+TEST(Limits, WeightsOrMaskBeyondInt32AreRefusedUpFront) {
     const int32_t len = 40000, d_model = 8, heads = 2;
     std::vector<float> x(size_t(len) * d_model, 0.5f);
     std::vector<float> out(x.size(), kSentinel);
+    TinyBuffers t;
     MhaTester tester;
     tester.d_model(d_model).num_heads(heads);
     const attngen_mha_config config = tester.config();
@@ -110,16 +113,25 @@ TEST(Limits, LogitsBeyondInt32AreRefusedUpFront) {
     ASSERT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK) << attngen_last_error();
     MhaHandle m(raw);
     ASSERT_EQ(tester.MakeModel().SetWeights(raw), ATTNGEN_OK) << attngen_last_error();
-    EXPECT_TRUE(RefusedWithMessage(attngen_mha_forward(raw, 1, len, len, x.data(), x.data(),
-                                                       x.data(), nullptr, out.data(), nullptr),
+    const float *p = x.data();
+    EXPECT_TRUE(RefusedWithMessage(
+        attngen_mha_forward(raw, 1, len, len, p, p, p, nullptr, out.data(), t.weights.data()),
+        {kShape}));
+    EXPECT_NE(std::string(attngen_last_error()).find("weights"), std::string::npos)
+        << attngen_last_error();
+    EXPECT_TRUE(RefusedWithMessage(attngen_sdpa(1, heads, len, len, 4, 4, p, p, p, nullptr, 0.0f,
+                                                out.data(), t.weights.data()),
                                    {kShape}));
-    EXPECT_NE(std::string(attngen_last_error()).find("kv_len"), std::string::npos)
+    attngen_mask mask{};
+    mask.additive = t.in.data();
+    mask.additive_batch = 1;
+    mask.additive_heads = heads;
+    EXPECT_TRUE(RefusedWithMessage(
+        attngen_mha_forward(raw, 1, len, len, p, p, p, &mask, out.data(), nullptr), {kShape}));
+    EXPECT_NE(std::string(attngen_last_error()).find("mask.additive"), std::string::npos)
         << attngen_last_error();
     EXPECT_TRUE(Untouched("out", out));
-    EXPECT_TRUE(RefusedWithMessage(attngen_sdpa(1, heads, len, len, 4, 4, x.data(), x.data(),
-                                                x.data(), nullptr, 0.0f, out.data(), nullptr),
-                                   {kShape}));
-    EXPECT_TRUE(Untouched("out", out));
+    EXPECT_TRUE(Untouched("weights", t.weights));
 }
 
 // Allocation failure inside a kernel (Halide's intermediates) is OUT_OF_MEMORY, with nothing
@@ -179,6 +191,50 @@ TEST_F(FailingHalideMalloc, HandleWorksAgainAfterwards) {
     tester.Call(raw, r);
     ASSERT_EQ(r.status, ATTNGEN_OK) << attngen_last_error();
     tester.Check(model, r);
+}
+
+// More than 2^31 - 1 logits without a weights output: no buffer of that shape exists (flash
+// attention; mask parts are passed as the memory they occupy), so the call runs. Rows at both
+// ends and in the middle against a float64 softmax. Under an emulator it would take minutes.
+TEST(Limits, SdpaPastTwoToThe31LogitsWithoutWeights) {
+#ifdef ATTNGEN_TEST_EMULATED
+    GTEST_SKIP() << "2^31 logits take minutes under an emulator";
+#endif
+    const int32_t q_len = 32768, kv_len = 65537, dk = 2, dv = 2;
+    ASSERT_GT(int64_t(q_len) * kv_len, int64_t(INT32_MAX));
+    Rng rng(DefaultSeed());
+    const std::vector<float> q = rng.Uniform(size_t(q_len) * dk, -1.0f, 1.0f);
+    const std::vector<float> k = rng.Uniform(size_t(kv_len) * dk, -1.0f, 1.0f);
+    const std::vector<float> v = rng.Uniform(size_t(kv_len) * dv, -1.0f, 1.0f);
+    std::vector<float> out(size_t(q_len) * dv, kSentinel);
+    attngen_mask mask{};
+    mask.causal = ATTNGEN_CAUSAL_BOTTOM_RIGHT;  // half the logits: row i sees kv_len - q_len + i
+    ASSERT_EQ(attngen_sdpa(1, 1, q_len, kv_len, dk, dv, q.data(), k.data(), v.data(), &mask, 0.0f,
+                           out.data(), nullptr),
+              ATTNGEN_OK)
+        << attngen_last_error();
+    const double scale = 1.0 / std::sqrt(double(dk));
+    for (int32_t i : {0, 1, 12345, q_len - 1}) {
+        const int32_t visible = kv_len - q_len + i + 1;
+        std::vector<double> logit(visible);
+        double top = -INFINITY;
+        for (int32_t j = 0; j < visible; ++j) {
+            logit[j] = scale * (double(q[size_t(i) * dk]) * k[size_t(j) * dk] +
+                                double(q[size_t(i) * dk + 1]) * k[size_t(j) * dk + 1]);
+            top = std::max(top, logit[j]);
+        }
+        double sum = 0, acc[2] = {0, 0};
+        for (int32_t j = 0; j < visible; ++j) {
+            const double p = std::exp(logit[j] - top);
+            sum += p;
+            for (int c = 0; c < dv; ++c) acc[c] += p * v[size_t(j) * dv + c];
+        }
+        for (int c = 0; c < dv; ++c) {
+            // Averages of tens of thousands of values in [-1, 1]: float32 sums keep ~1e-5.
+            EXPECT_NEAR(out[size_t(i) * dv + c], acc[c] / sum, 1e-4)
+                << "row " << i << " feature " << c;
+        }
+    }
 }
 
 }  // namespace

@@ -59,8 +59,8 @@ void check_count(Verdict &v, int32_t count, int32_t full, const char *name) {
 
 void check_mask(Verdict &v, const attngen_mask *mask, int32_t batch, int32_t heads, int32_t q_len,
                 int32_t kv_len) {
-    // Scores and probabilities exist, at least blockwise, for every (b, h, i, j), with a mask
-    // or without one (the runtime refuses more than 2^31 - 1 logits either way).
+    // Scores and probabilities exist, at least blockwise, for every (b, h, i, j): past 2^31 - 1
+    // of them a call may run (flash attention) or be refused (a kernel that materializes).
     check_intermediate(v, "the logits", {batch, heads, q_len, kv_len});
     if (mask == nullptr) return;
     const int32_t causal = raw(mask->causal);
