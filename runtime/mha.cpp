@@ -1,6 +1,7 @@
 // The attngen_mha handle: configuration, packed weights, and the forward entry point.
 #include <attngen/attngen.h>
 
+#include <array>
 #include <cmath>
 #include <memory>
 #include <mutex>
@@ -206,7 +207,11 @@ struct ForwardTensors {
           key(key_data, {batch, kv_len, c.kdim}),
           value(value_data, {batch, kv_len, c.vdim}),
           out(out_data, {batch * q_len, c.d_model}),
-          probs(probs_data, {batch, c.num_heads, q_len, kv_len}) {}
+          // Without a weights output the logical shape may pass 2^31 - 1 elements (and 32-bit
+          // strides): its buffer is never read, so it is empty.
+          probs(probs_data, probs_data != nullptr
+                                ? std::array<int32_t, 4>{batch, c.num_heads, q_len, kv_len}
+                                : std::array<int32_t, 4>{}) {}
 
     std::vector<halide_buffer_t *> inputs() { return {query.get(), key.get(), value.get()}; }
 };

@@ -1,6 +1,7 @@
 // Entry points that run a single stage on the CPU: attngen_sdpa(_gqa) and attngen_linear.
 #include <attngen/attngen.h>
 
+#include <array>
 #include <cmath>
 #include <new>
 #include <string>
@@ -75,7 +76,12 @@ static attngen_status attngen_sdpa_impl(int32_t batch, int32_t heads, int32_t kv
     TensorBuffer<float, 4> k_buf(inputs.k(), {batch, kv_heads, kv_len, dk});
     TensorBuffer<float, 4> v_buf(inputs.v(), {batch, kv_heads, kv_len, dv});
     TensorBuffer<float, 4> out_buf(staged_out.data(), {batch, heads, q_len, dv});
-    TensorBuffer<float, 4> probs_buf(staged_probs.data(), {batch, heads, q_len, kv_len});
+    // Without a weights output the logical shape may pass 2^31 - 1 elements (and 32-bit
+    // strides): its buffer is never read, so it is empty.
+    const std::array<int32_t, 4> probs_shape =
+        probs != nullptr ? std::array<int32_t, 4>{batch, heads, q_len, kv_len}
+                         : std::array<int32_t, 4>{};
+    TensorBuffer<float, 4> probs_buf(staged_probs.data(), probs_shape);
     MaskBuffers masks(inputs.mask(), batch, heads, q_len, kv_len);
     const float effective_scale = scale != 0.0f ? scale : 1.0f / std::sqrt(float(dk));
 
