@@ -202,16 +202,15 @@ struct ForwardTensors {
 
     ForwardTensors(const ResolvedConfig &c, int32_t batch, int32_t q_len, int32_t kv_len,
                    const float *query_data, const float *key_data, const float *value_data,
-                   float *out_data, float *probs_data)
+                   float *out_data, float *probs_data, bool with_probs)
         : query(query_data, {batch, q_len, c.d_model}),
           key(key_data, {batch, kv_len, c.kdim}),
           value(value_data, {batch, kv_len, c.vdim}),
           out(out_data, {batch * q_len, c.d_model}),
           // Without a weights output the logical shape may pass 2^31 - 1 elements (and 32-bit
           // strides): its buffer is never read, so it is empty.
-          probs(probs_data, probs_data != nullptr
-                                ? std::array<int32_t, 4>{batch, c.num_heads, q_len, kv_len}
-                                : std::array<int32_t, 4>{}) {}
+          probs(probs_data, with_probs ? std::array<int32_t, 4>{batch, c.num_heads, q_len, kv_len}
+                                       : std::array<int32_t, 4>{}) {}
 
     std::vector<halide_buffer_t *> inputs() { return {query.get(), key.get(), value.get()}; }
 };
@@ -294,7 +293,7 @@ static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, in
                                  {value, 1, kv_len, c.vdim}, mask, batch, c.num_heads, q_len,
                                  kv_len);
     ForwardTensors t(c, batch, q_len, kv_len, inputs.q(), inputs.k(), inputs.v(), staged_out.data(),
-                     staged_probs.data());
+                     staged_probs.data(), with_probs);
     MaskBuffers masks(inputs.mask(), batch, c.num_heads, q_len, kv_len);
 
     // On a GPU, Halide copies host-dirty inputs in; outputs come back below. Everything it
@@ -348,8 +347,10 @@ static attngen_status attngen_mha_forward_device_impl(attngen_mha *m, int32_t ba
 
     // Inputs are the caller's device memory; outputs go to device scratch and are copied to
     // the caller's memory only when the kernel succeeded.
-    ForwardTensors t(c, batch, q_len, kv_len, nullptr, nullptr, nullptr, nullptr, nullptr);
-    ForwardTensors caller(c, batch, q_len, kv_len, nullptr, nullptr, nullptr, nullptr, nullptr);
+    ForwardTensors t(c, batch, q_len, kv_len, nullptr, nullptr, nullptr, nullptr, nullptr,
+                     with_probs);
+    ForwardTensors caller(c, batch, q_len, kv_len, nullptr, nullptr, nullptr, nullptr, nullptr,
+                          with_probs);
     WrappedAddresses wrapped(c.device);
     ATTNGEN_RETURN_IF_ERROR(wrapped.wrap(t.query.get(), query, "query"));
     ATTNGEN_RETURN_IF_ERROR(wrapped.wrap(t.key.get(), key, "key"));

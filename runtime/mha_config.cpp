@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "device.h"
 #include "errors.h"
@@ -18,6 +19,18 @@ attngen_status require_zero_or_positive(int32_t value, const char *name) {
         std::string(name) + " must be 0 (the default) or positive, got " + std::to_string(value));
 }
 
+// The kernels take at most this many heads, and features per head (their Inputs' bounds in
+// generators/generators.cpp). A larger head_dim passed the weights' size checks when d_model was
+// small, and its rotary table alone could take gigabytes (found by the fuzzer).
+constexpr int32_t kMaxPerHead = 1 << 16;
+
+attngen_status require_at_most_per_head(int32_t value, const char *name) {
+    if (value <= kMaxPerHead) return ATTNGEN_OK;
+    return fail(ATTNGEN_ERROR_SHAPE, std::string(name) + " is " + std::to_string(value) +
+                                         "; the kernels take at most " +
+                                         std::to_string(kMaxPerHead));
+}
+
 // The 0.2 fields: grouped heads, the value head size, precision and rotary positions.
 attngen_status resolve_heads_and_positions(const attngen_mha_config &c, ResolvedConfig *r) {
     ATTNGEN_RETURN_IF_ERROR(require_zero_or_positive(c.num_kv_heads, "config.num_kv_heads"));
@@ -30,6 +43,13 @@ attngen_status resolve_heads_and_positions(const attngen_mha_config &c, Resolved
                                              std::to_string(r->num_heads) + ")");
     }
     r->v_head_dim = c.v_head_dim ? c.v_head_dim : r->head_dim;
+    for (const auto &[value, name] :
+         {std::pair<int32_t, const char *>{r->num_heads, "config.num_heads"},
+          {r->num_kv_heads, "config.num_kv_heads"},
+          {r->head_dim, "config.head_dim (or d_model / num_heads)"},
+          {r->v_head_dim, "config.v_head_dim"}}) {
+        ATTNGEN_RETURN_IF_ERROR(require_at_most_per_head(value, name));
+    }
 
     const int32_t precision = raw_enum_value(c.precision);
     if (precision < ATTNGEN_PRECISION_F32 || precision > ATTNGEN_PRECISION_F16) {
@@ -50,6 +70,8 @@ attngen_status resolve_heads_and_positions(const attngen_mha_config &c, Resolved
     }
     r->rope = c.rope;
     r->rotary_dim = c.rotary_dim ? c.rotary_dim : r->head_dim;
+    // Its table of rotary_dim / 2 entries is built whether or not the handle rotates.
+    ATTNGEN_RETURN_IF_ERROR(require_at_most_per_head(r->rotary_dim, "config.rotary_dim"));
     if (r->rope != ATTNGEN_ROPE_NONE) {
         if (r->rotary_dim % 2 != 0) {
             return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,

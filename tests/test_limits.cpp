@@ -97,6 +97,30 @@ TEST(Limits, CreateRefusesEveryHugeSize) {
     }
 }
 
+// The kernels take at most 65536 heads and features per head. A head_dim beyond that with a
+// tiny d_model passes the weights' size checks; its rotary table alone took gigabytes (found by
+// the fuzzer), whether or not the handle rotates.
+TEST(Limits, CreateRefusesHeadSizesBeyondTheKernels) {
+    const auto refused = [](attngen_mha_config config) {
+        attngen_mha *raw = nullptr;
+        const attngen_status s = attngen_mha_create(&config, &raw);
+        MhaHandle m(raw);
+        return RefusedWithMessage(s, {kShape});
+    };
+    attngen_mha_config config{};
+    config.d_model = 2;
+    config.num_heads = 1;
+    config.use_bias = 1;
+    config.head_dim = (1 << 16) + 2;
+    EXPECT_TRUE(refused(config));
+    config.head_dim = 0;
+    config.rotary_dim = 1 << 17;  // without rotation
+    EXPECT_TRUE(refused(config));
+    config.rotary_dim = 0;
+    config.v_head_dim = (1 << 16) + 1;
+    EXPECT_TRUE(refused(config));
+}
+
 // Every input fits, but a weights output or a mask of [batch, heads, q_len, kv_len] would have
 // 3.2e9 elements: no kernel can index them, so the call is refused before anything is read
 // (the weights and mask pointers here hold 64 floats). Without them the same shape runs

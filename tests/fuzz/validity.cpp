@@ -180,6 +180,9 @@ int64_t tensor_bytes(std::initializer_list<int64_t> shape, int64_t element_size)
     return bytes;
 }
 
+// The most heads, and features per head, the kernels take (runtime/mha_config.cpp).
+constexpr int64_t kMaxPerHead = 1 << 16;
+
 Verdict create_verdict(const attngen_mha_config &c) {
     Verdict v;
     require_positive(v, c.d_model, "config.d_model");
@@ -230,6 +233,8 @@ Verdict create_verdict(const attngen_mha_config &c) {
         const int64_t rotary = c.rotary_dim ? c.rotary_dim : head_dim;
         if (rotary % 2 != 0) rotary_problem(kShape, "rotary_dim (or head_dim) is odd");
         if (rotary > head_dim) rotary_problem(kShape, "rotary_dim > head_dim");
+        // Its table is built whether or not the handle rotates: refused either way.
+        if (rotary > kMaxPerHead) v.invalid(kShape, "rotary_dim beyond 65536");
     }
     // 0 means 10000; attngen.h gives no range. A NaN, infinite or non-positive base gives NaN or
     // meaningless angles, and one of 1 or less does not slow the turning of higher pairs (the
@@ -240,6 +245,9 @@ Verdict create_verdict(const attngen_mha_config &c) {
     if (c.d_model > 0 && c.num_heads > 0 && c.kdim >= 0 && c.vdim >= 0 && c.head_dim >= 0 &&
         c.num_kv_heads >= 0 && c.v_head_dim >= 0) {
         const Dims d = resolve(c);
+        for (int64_t per_head : {d.heads, d.kv_heads, d.head_dim, d.v_head_dim}) {
+            if (per_head > kMaxPerHead) v.invalid(kShape, "heads or a head size beyond 65536");
+        }
         check_tensor(v, "wq", {d.q_inner(), d.d_model}, 4);
         check_tensor(v, "wk", {d.k_inner(), d.kdim}, 4);
         check_tensor(v, "wv", {d.v_inner(), d.vdim}, 4);
