@@ -9,8 +9,9 @@ namespace attngen::rt {
 
 CompactUpload::~CompactUpload() {
     KernelContext context;  // a failure to free leaks device memory; there is no one to tell
+    context.gpu = gpu_;
     for (auto &c : copies_) {
-        if (c->uploaded != nullptr) detach_device_address(device_, c->uploaded);
+        if (c->uploaded != nullptr) detach_device_address(device_, c->uploaded, gpu_);
         if (c->compact.device != 0) halide_device_free(&context, &c->compact);
     }
 }
@@ -35,10 +36,11 @@ attngen_status CompactUpload::upload(halide_buffer_t *buf, const char *name) {
     Copy &c = *copies_.back();
 
     KernelContext context;
+    context.gpu = gpu_;
     const int code = halide_copy_to_device(&context, &c.compact, gpu_interface_or_fail(device_));
     if (code != 0) return kernel_failure((std::string("copy of ") + name).c_str(), code, context);
     ATTNGEN_RETURN_IF_ERROR(
-        wrap_device_address(device_, buf, device_address_of(device_, &c.compact), name));
+        wrap_device_address(device_, buf, device_address_of(device_, &c.compact), name, gpu_));
     c.uploaded = buf;
     buf->flags = 0;  // host and device agree
     return ATTNGEN_OK;

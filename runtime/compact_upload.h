@@ -8,6 +8,8 @@
 #include <HalideRuntime.h>
 #include <attngen/attngen.h>
 
+#include "gpu_binding.h"
+
 #include <array>
 #include <memory>
 #include <vector>
@@ -16,7 +18,7 @@ namespace attngen::rt {
 
 class CompactUpload {
   public:
-    explicit CompactUpload(attngen_device device) : device_(device) {}
+    CompactUpload(attngen_device device, const GpuBinding &gpu) : device_(device), gpu_(gpu) {}
     CompactUpload(const CompactUpload &) = delete;
     CompactUpload &operator=(const CompactUpload &) = delete;
     // Detaches every uploaded buffer from its copy and frees the copies.
@@ -33,6 +35,7 @@ class CompactUpload {
         halide_buffer_t *uploaded = nullptr;
     };
     attngen_device device_;
+    GpuBinding gpu_;
     std::vector<std::unique_ptr<Copy>> copies_;
 };
 

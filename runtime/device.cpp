@@ -55,7 +55,7 @@ const halide_device_interface_t *gpu_interface_or_fail(attngen_device device) {
     }
 }
 
-attngen_status probe_device(attngen_device device) {
+attngen_status probe_device(attngen_device device, const GpuBinding &gpu) {
     const halide_device_interface_t *interface = gpu_interface_or_fail(device);
     if (interface == nullptr) return ATTNGEN_ERROR_UNSUPPORTED;
     install_halide_runtime_hooks();
@@ -65,6 +65,7 @@ attngen_status probe_device(attngen_device device) {
     probe.dimensions = 1;
     probe.dim = &dim;
     KernelContext context;
+    context.gpu = gpu;
     const int code = halide_device_malloc(&context, &probe, interface);
     if (code != 0) {
         return fail(ATTNGEN_ERROR_DEVICE,
@@ -77,12 +78,13 @@ attngen_status probe_device(attngen_device device) {
 }
 
 attngen_status wrap_device_address(attngen_device device, [[maybe_unused]] halide_buffer_t *buf,
-                                   uint64_t address, const char *name) {
+                                   uint64_t address, const char *name, const GpuBinding &gpu) {
     if (address == 0) {
         return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
                     std::string(name) + " is a null device address");
     }
     KernelContext context;
+    context.gpu = gpu;
     int code = halide_error_code_no_device_interface;
     switch (device) {
 #ifdef ATTNGEN_HAVE_CUDA
@@ -103,9 +105,10 @@ attngen_status wrap_device_address(attngen_device device, [[maybe_unused]] halid
                 std::string("cannot use the device address of ") + name + ": " + context.messages);
 }
 
-void detach_device_address(attngen_device device, halide_buffer_t *buf) {
+void detach_device_address(attngen_device device, halide_buffer_t *buf, const GpuBinding &gpu) {
     if (buf->device == 0) return;
     KernelContext context;
+    context.gpu = gpu;
     switch (device) {
 #ifdef ATTNGEN_HAVE_CUDA
         case ATTNGEN_DEVICE_CUDA:
@@ -142,6 +145,7 @@ uint64_t device_address_of(attngen_device device, const halide_buffer_t *buf) {
 
 DeviceScratch::~DeviceScratch() {
     KernelContext context;  // a failure to free leaks device memory; there is no one to tell
+    context.gpu = gpu_;
     for (halide_buffer_t *buf : buffers_) {
         if (buf->device != 0) halide_device_free(&context, buf);
     }

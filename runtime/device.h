@@ -7,6 +7,8 @@
 #include <HalideRuntime.h>
 #include <attngen/attngen.h>
 
+#include "gpu_binding.h"
+
 #include <vector>
 
 namespace attngen::rt {
@@ -23,29 +25,32 @@ attngen_status require_known_device(int32_t device, const char *what);
 // ATTNGEN_ERROR_UNSUPPORTED (API not built) and returns nullptr otherwise.
 const halide_device_interface_t *gpu_interface_or_fail(attngen_device device);
 
-// Allocates and frees a small buffer on the device: ATTNGEN_ERROR_DEVICE, with the driver's
-// words, when there is no usable device or driver.
-attngen_status probe_device(attngen_device device);
+// Allocates and frees a small buffer on the device, in the context of `gpu`:
+// ATTNGEN_ERROR_DEVICE, with the driver's words, when there is no usable device or driver.
+attngen_status probe_device(attngen_device device, const GpuBinding &gpu = {});
 
 // Points buf (its host pointer null) at device memory the caller owns, and detaches it again.
 attngen_status wrap_device_address(attngen_device device, halide_buffer_t *buf, uint64_t address,
-                                   const char *name);
-void detach_device_address(attngen_device device, halide_buffer_t *buf);
+                                   const char *name, const GpuBinding &gpu = {});
+void detach_device_address(attngen_device device, halide_buffer_t *buf, const GpuBinding &gpu = {});
 
 // The device address behind a buffer Halide allocated (a CUdeviceptr or cl_mem).
 uint64_t device_address_of(attngen_device device, const halide_buffer_t *buf);
 
 // Frees, when it goes out of scope, whatever device memory Halide allocated for the buffers
-// of one call (inputs copied in, outputs, scratch).
+// of one call (inputs copied in, outputs, scratch), in the context it was allocated in.
 class DeviceScratch {
   public:
-    DeviceScratch() = default;
+    explicit DeviceScratch(const GpuBinding &gpu = {}) : gpu_(gpu) {}
     DeviceScratch(const DeviceScratch &) = delete;
     DeviceScratch &operator=(const DeviceScratch &) = delete;
     ~DeviceScratch();
     void track(halide_buffer_t *buf) { buffers_.push_back(buf); }
+    // Frees in this context and queue instead (the queue the memory came with may be gone).
+    void rebind(const GpuBinding &gpu) { gpu_ = gpu; }
 
   private:
+    GpuBinding gpu_;
     std::vector<halide_buffer_t *> buffers_;
 };
 

@@ -2,6 +2,7 @@
 
 #include "block_cache.h"
 #include "cpu_dispatch.h"
+#include "gpu_context_hooks.h"
 
 #include <HalideRuntime.h>
 
@@ -103,6 +104,12 @@ void install_halide_runtime_hooks() {
         halide_set_error_handler(report_halide_error);
         install_cpu_dispatch_policy();
         install_block_cache();
+#ifdef ATTNGEN_HAVE_CUDA
+        install_cuda_context_hooks();
+#endif
+#ifdef ATTNGEN_HAVE_OPENCL
+        link_opencl_context_hooks();
+#endif
     });
 }
 

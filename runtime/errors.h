@@ -10,6 +10,8 @@
 #include <new>
 #include <string>
 
+#include "gpu_binding.h"
+
 namespace attngen::rt {
 
 // Records message as this thread's last error and returns status. Inside a C entry point
@@ -39,6 +41,7 @@ const char *last_error_message();
 // Passed as the user context of every kernel call; Halide's error handler appends to it.
 struct KernelContext {
     std::string messages;
+    GpuBinding gpu;  // the application's GPU context and queue, or attngen's own (both null)
 };
 
 // Installs attngen's hooks into the Halide runtime, once per process: the error handler (errors

@@ -81,18 +81,58 @@ const MhaKernels &kernels_for(attngen_device device, attngen_precision precision
 
 }  // namespace
 
-static attngen_status attngen_mha_create_impl(const attngen_mha_config *config, attngen_mha **out) {
+namespace {
+
+// The application's context and queue, checked against the device; {} for attngen's own.
+attngen_status resolve_gpu_context(const attngen_gpu_context *gpu, attngen_device device,
+                                   GpuBinding *binding) {
+    *binding = {};
+    if (gpu == nullptr || (gpu->context == nullptr && gpu->queue == nullptr)) return ATTNGEN_OK;
+    if (device == ATTNGEN_DEVICE_CPU) {
+        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                    "a GPU context was given for a CPU handle (config.device is CPU)");
+    }
+    if (gpu->context == nullptr) {
+        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                    "gpu->queue is set but gpu->context is NULL: a queue belongs to a context");
+    }
+    if (device == ATTNGEN_DEVICE_OPENCL && gpu->queue == nullptr) {
+        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                    "gpu->queue is NULL: an OpenCL context needs a command queue of it");
+    }
+    *binding = GpuBinding{gpu->context, gpu->queue};
+    return ATTNGEN_OK;
+}
+
+// What Halide keeps for a context the application owns (the kernels it loaded there), given
+// back so the application may destroy the context once the handle is gone.
+void release_application_context(attngen_device device, const GpuBinding &gpu) {
+    const halide_device_interface_t *interface = gpu_interface_or_fail(device);
+    if (interface == nullptr) return;
+    KernelContext context;  // a failure leaves the kernels loaded; there is no one to tell
+    context.gpu = gpu;
+    halide_device_release(&context, interface);
+}
+
+}  // namespace
+
+static attngen_status attngen_mha_create_impl(const attngen_mha_config *config,
+                                              const attngen_gpu_context *gpu, attngen_mha **out) {
     ATTNGEN_RETURN_IF_ERROR(require_not_null(config, "config"));
     ATTNGEN_RETURN_IF_ERROR(require_not_null(out, "out"));
     ResolvedConfig resolved{};
     ATTNGEN_RETURN_IF_ERROR(resolve_config(*config, &resolved));
+    GpuBinding binding;
+    ATTNGEN_RETURN_IF_ERROR(resolve_gpu_context(gpu, resolved.device, &binding));
     auto *m = new (std::nothrow) attngen_mha;
     if (m == nullptr) return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, "cannot allocate the handle");
     std::unique_ptr<attngen_mha> handle(m);
     install_halide_runtime_hooks();
     if (resolved.device != ATTNGEN_DEVICE_CPU)
-        ATTNGEN_RETURN_IF_ERROR(probe_device(resolved.device));
+        ATTNGEN_RETURN_IF_ERROR(probe_device(resolved.device, binding));
     m->config = resolved;
+    m->gpu_context = binding.context;
+    m->gpu_queue = binding.queue;
     handle.release();
     *out = m;
     clear_error();
@@ -100,7 +140,28 @@ static attngen_status attngen_mha_create_impl(const attngen_mha_config *config, 
 }
 
 extern "C" void attngen_mha_destroy(attngen_mha *m) {
+    if (m == nullptr) return;
+    const GpuBinding gpu = m->gpu();
+    if (m->projections) m->projections->device_copies.rebind(gpu);
+    m->projections.reset();
+    if (gpu.owned_by_application()) release_application_context(m->config.device, gpu);
     delete m;
+}
+
+static attngen_status attngen_mha_set_queue_impl(attngen_mha *m, void *queue) {
+    ATTNGEN_RETURN_IF_ERROR(require_not_null(m, "m"));
+    if (m->gpu_context == nullptr) {
+        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                    "the handle runs in attngen's own context; only a handle made by "
+                    "attngen_mha_create_in_context has a queue of the application's");
+    }
+    if (m->config.device == ATTNGEN_DEVICE_OPENCL && queue == nullptr) {
+        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                    "queue is NULL: an OpenCL handle needs a command queue");
+    }
+    m->gpu_queue = queue;
+    clear_error();
+    return ATTNGEN_OK;
 }
 
 static attngen_status attngen_mha_set_weights_impl(attngen_mha *m, const float *wq, const float *wk,
@@ -149,7 +210,7 @@ static attngen_status attngen_mha_set_weights_impl(attngen_mha *m, const float *
         }
     }
     // Pack (and upload) outside the lock so forwards keep running meanwhile; swap in under it.
-    auto packed = std::make_unique<ProjectionWeights>();
+    auto packed = std::make_unique<ProjectionWeights>(m->gpu());
     packed->q.pack(wq, bq, int32_t(c.inner()), c.d_model, c.device, c.precision);
     packed->k.pack(wk, bk, int32_t(c.kv_inner()), c.kdim, c.device, c.precision);
     packed->v.pack(wv, bv, int32_t(c.v_inner()), c.vdim, c.device, c.precision);
@@ -158,6 +219,9 @@ static attngen_status attngen_mha_set_weights_impl(attngen_mha *m, const float *
     std::unique_lock<std::shared_mutex> lock(m->projections_mutex);
     std::swap(m->projections, packed);
     lock.unlock();
+    // The old weights are freed on the queue the handle has now (set_queue may have retired
+    // the one they were uploaded with).
+    if (packed) packed->device_copies.rebind(m->gpu());
     clear_error();
     return ATTNGEN_OK;
 }
@@ -255,20 +319,21 @@ int run_forward_kernel(const MhaKernels &kernels, KernelContext *context, const 
 // Buffers pointed at caller-owned device memory, detached again when the call ends.
 class WrappedAddresses {
   public:
-    explicit WrappedAddresses(attngen_device device) : device_(device) {}
+    WrappedAddresses(attngen_device device, const GpuBinding &gpu) : device_(device), gpu_(gpu) {}
     WrappedAddresses(const WrappedAddresses &) = delete;
     WrappedAddresses &operator=(const WrappedAddresses &) = delete;
     ~WrappedAddresses() {
-        for (halide_buffer_t *buf : buffers_) detach_device_address(device_, buf);
+        for (halide_buffer_t *buf : buffers_) detach_device_address(device_, buf, gpu_);
     }
     attngen_status wrap(halide_buffer_t *buf, uint64_t address, const char *name) {
-        ATTNGEN_RETURN_IF_ERROR(wrap_device_address(device_, buf, address, name));
+        ATTNGEN_RETURN_IF_ERROR(wrap_device_address(device_, buf, address, name, gpu_));
         buffers_.push_back(buf);
         return ATTNGEN_OK;
     }
 
   private:
     attngen_device device_;
+    GpuBinding gpu_;
     std::vector<halide_buffer_t *> buffers_;
 };
 
@@ -299,8 +364,9 @@ static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, in
     // On a GPU, Halide copies host-dirty inputs in; outputs come back below. Everything it
     // allocates for this call is freed on the way out, success or not.
     const bool on_gpu = c.device != ATTNGEN_DEVICE_CPU;
-    DeviceScratch scratch;
-    CompactUpload mask_upload(c.device);
+    const GpuBinding gpu = m->gpu();
+    DeviceScratch scratch(gpu);
+    CompactUpload mask_upload(c.device, gpu);
     if (on_gpu) {
         for (halide_buffer_t *buf : t.inputs()) {
             buf->flags = halide_buffer_flag_host_dirty;
@@ -313,6 +379,7 @@ static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, in
 
     const MhaKernels &kernels = kernels_for(c.device, c.precision);
     KernelContext context;
+    context.gpu = gpu;
     int code = run_forward_kernel(kernels, &context, c, *m->projections, t, masks, with_probs);
     if (code == 0 && on_gpu) code = halide_copy_to_host(&context, t.out.get());
     if (code == 0 && on_gpu && with_probs) code = halide_copy_to_host(&context, t.probs.get());
@@ -351,7 +418,8 @@ static attngen_status attngen_mha_forward_device_impl(attngen_mha *m, int32_t ba
                      with_probs);
     ForwardTensors caller(c, batch, q_len, kv_len, nullptr, nullptr, nullptr, nullptr, nullptr,
                           with_probs);
-    WrappedAddresses wrapped(c.device);
+    const GpuBinding gpu = m->gpu();
+    WrappedAddresses wrapped(c.device, gpu);
     ATTNGEN_RETURN_IF_ERROR(wrapped.wrap(t.query.get(), query, "query"));
     ATTNGEN_RETURN_IF_ERROR(wrapped.wrap(t.key.get(), key, "key"));
     ATTNGEN_RETURN_IF_ERROR(wrapped.wrap(t.value.get(), value, "value"));
@@ -359,11 +427,12 @@ static attngen_status attngen_mha_forward_device_impl(attngen_mha *m, int32_t ba
     if (with_probs) ATTNGEN_RETURN_IF_ERROR(wrapped.wrap(caller.probs.get(), probs, "weights"));
 
     MaskBuffers masks(mask, batch, c.num_heads, q_len, kv_len);
-    DeviceScratch scratch;
-    CompactUpload mask_upload(c.device);
+    DeviceScratch scratch(gpu);
+    CompactUpload mask_upload(c.device, gpu);
     ATTNGEN_RETURN_IF_ERROR(upload_masks(mask_upload, masks));
     const MhaKernels &kernels = kernels_for(c.device, c.precision);
     KernelContext context;
+    context.gpu = gpu;
     std::vector<halide_buffer_t *> outputs = {t.out.get()};
     if (with_probs) outputs.push_back(t.probs.get());
     int code = 0;
@@ -414,5 +483,17 @@ extern "C" attngen_status attngen_mha_set_weights(attngen_mha *m, const float *w
 
 extern "C" attngen_status attngen_mha_create(const attngen_mha_config *config, attngen_mha **out) {
     return guard_entry_point("attngen_mha_create",
-                             [&] { return attngen_mha_create_impl(config, out); });
+                             [&] { return attngen_mha_create_impl(config, nullptr, out); });
+}
+
+extern "C" attngen_status attngen_mha_create_in_context(const attngen_mha_config *config,
+                                                        const attngen_gpu_context *gpu,
+                                                        attngen_mha **out) {
+    return guard_entry_point("attngen_mha_create_in_context",
+                             [&] { return attngen_mha_create_impl(config, gpu, out); });
+}
+
+extern "C" attngen_status attngen_mha_set_queue(attngen_mha *m, void *queue) {
+    return guard_entry_point("attngen_mha_set_queue",
+                             [&] { return attngen_mha_set_queue_impl(m, queue); });
 }

@@ -5,6 +5,7 @@
 
 #include <attngen/attngen.h>
 
+#include <atomic>
 #include <memory>
 #include <shared_mutex>
 
@@ -17,9 +18,11 @@
 namespace attngen::rt {
 
 // The packed projection weights with their kernel buffers (ProjectionBuffers: on a GPU they
-// are copied to the device once, in set_weights, and stay there until the weights are
-// replaced).
+// are copied to the device once, in set_weights, in the handle's context, and stay there until
+// the weights are replaced).
 struct ProjectionWeights {
+    explicit ProjectionWeights(const GpuBinding &gpu) : device_copies(gpu), gpu_(gpu) {}
+
     PackedProjection q, k, v, o;
     std::unique_ptr<ProjectionBuffers> wq, wk, wv, wo;
     DeviceScratch device_copies;
@@ -36,21 +39,31 @@ struct ProjectionWeights {
                 device_copies.track(buf);
                 buf->flags = halide_buffer_flag_host_dirty;
                 KernelContext context;
+                context.gpu = gpu_;
                 const int code = halide_copy_to_device(&context, buf, interface);
                 if (code != 0) return kernel_failure("weight upload", code, context);
             }
         }
         return ATTNGEN_OK;
     }
+
+  private:
+    GpuBinding gpu_;
 };
 
 }  // namespace attngen::rt
 
 struct attngen_mha {
     attngen::rt::ResolvedConfig config;
+    // The application's GPU context (attngen_mha_create_in_context), fixed for the handle's
+    // life, and its queue, which attngen_mha_set_queue may replace at any time.
+    void *gpu_context = nullptr;
+    std::atomic<void *> gpu_queue{nullptr};
     // Forward calls share the weights; set_weights replaces them exclusively.
     mutable std::shared_mutex projections_mutex;
     std::unique_ptr<attngen::rt::ProjectionWeights> projections;
+
+    attngen::rt::GpuBinding gpu() const { return {gpu_context, gpu_queue.load()}; }
 };
 
 namespace attngen::rt {

@@ -11,22 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "device_under_test.h"
 #include "mha_tester.h"
 #include "test_util.h"
 
 namespace attngen_test {
 namespace {
-
-attngen_device DeviceUnderTest() {
-    const char *name = std::getenv("ATTNGEN_TEST_DEVICE");
-    if (name != nullptr && std::strcmp(name, "cuda") == 0) return ATTNGEN_DEVICE_CUDA;
-    return ATTNGEN_DEVICE_OPENCL;
-}
-
-bool DeviceRequired() {
-    const char *required = std::getenv("ATTNGEN_TEST_REQUIRE_DEVICE");
-    return required != nullptr && std::strcmp(required, "1") == 0;
-}
 
 // Why the device cannot run here, or "" when it can: a handle is created once.
 const std::string &UnavailableReason() {

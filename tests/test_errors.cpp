@@ -375,6 +375,37 @@ TEST(DeviceErrors, OpenClWorksOrIsRefused) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// attngen_mha_create_in_context and attngen_mha_set_queue on the CPU (the GPU side is in the
+// device suite, test_device_app_context.cpp)
+
+TEST(AppContextErrors, CpuHandlesHaveNoGpuContextOrQueue) {
+    MhaTester t;
+    t.d_model(8).num_heads(2);
+    const attngen_mha_config config = t.config();
+    int not_a_context = 0;
+    const attngen_gpu_context app{&not_a_context, nullptr};
+    attngen_mha *raw = nullptr;
+    EXPECT_TRUE(FailedWith(attngen_mha_create_in_context(&config, &app, &raw), kInvalid,
+                           {"attngen_mha_create_in_context", "CPU"}));
+    EXPECT_EQ(raw, nullptr);
+
+    // No context at all is attngen_mha_create.
+    const attngen_gpu_context empty{nullptr, nullptr};
+    for (const attngen_gpu_context *none :
+         {&empty, static_cast<const attngen_gpu_context *>(nullptr)}) {
+        ASSERT_EQ(attngen_mha_create_in_context(&config, none, &raw), ATTNGEN_OK)
+            << attngen_last_error();
+        MhaHandle m(raw);
+        raw = nullptr;
+        EXPECT_TRUE(FailedWith(attngen_mha_set_queue(m.get(), &not_a_context), kInvalid,
+                               {"attngen_mha_set_queue", "attngen_mha_create_in_context"}));
+    }
+    EXPECT_TRUE(FailedWith(attngen_mha_set_queue(nullptr, nullptr), kInvalid, {"m"}));
+    EXPECT_TRUE(
+        FailedWith(attngen_mha_create_in_context(nullptr, nullptr, &raw), kInvalid, {"config"}));
+}
+
+// ---------------------------------------------------------------------------------------------
 // attngen_mha_set_weights
 
 class SetWeightsErrors : public ::testing::Test {

@@ -134,8 +134,9 @@ ATTNGEN_API attngen_status attngen_mha_forward(attngen_mha *m, int32_t batch, in
 
 /* GPU handles (config.device CUDA or OpenCL): attngen_mha_forward above takes host pointers and
  * copies in and out; this entry point takes device addresses and copies nothing. An address is
- * a CUdeviceptr (CUDA) or a cl_mem (OpenCL) cast to uint64_t, of memory from
- * attngen_device_alloc (which lives in the device context attngen uses), laid out as in
+ * a CUdeviceptr (CUDA) or a cl_mem (OpenCL) cast to uint64_t, of memory in the handle's context:
+ * from attngen_device_alloc for a handle in attngen's own context, from the application for a
+ * handle made by attngen_mha_create_in_context (see there). Laid out as in
  * attngen_mha_forward. weights may be 0. The mask stays in host memory (it is small). On any
  * error nothing is written to out or weights: results go to device scratch first.
  * ATTNGEN_ERROR_INVALID_ARGUMENT for a CPU handle. */
@@ -143,6 +144,39 @@ ATTNGEN_API attngen_status attngen_mha_forward_device(attngen_mha *m, int32_t ba
                                                       int32_t kv_len, uint64_t query, uint64_t key,
                                                       uint64_t value, const attngen_mask *mask,
                                                       uint64_t out, uint64_t weights);
+
+/* Added in 0.2: a GPU context and queue the application owns, for GPU handles.
+ *   CUDA:   context is a CUcontext; queue a CUstream of it, or NULL for its default stream.
+ *   OpenCL: context is a cl_context; queue a cl_command_queue of it (required).
+ * A PyTorch extension passes the context current on its thread (cuCtxGetCurrent, the device's
+ * primary context) and the stream of at::cuda::getCurrentCUDAStream(). */
+typedef struct attngen_gpu_context {
+    void *context;
+    void *queue;
+} attngen_gpu_context;
+
+/* attngen_mha_create for a GPU handle that runs in the application's context: its weights and
+ * scratch memory are allocated there, its kernels are loaded there, and every call queues its
+ * work on the handle's queue, after what the application queued there before. gpu NULL (or
+ * gpu->context NULL with gpu->queue NULL) is attngen_mha_create: attngen's own context.
+ * ATTNGEN_ERROR_INVALID_ARGUMENT for a CPU config, a queue without a context, or an OpenCL
+ * context without a queue; ATTNGEN_ERROR_DEVICE when the context cannot allocate.
+ * Memory: attngen_mha_forward_device on such a handle takes device addresses of memory in that
+ * context (cuMemAlloc or cudaMalloc while it is current, a PyTorch tensor's data_ptr(),
+ * clCreateBuffer on it), never attngen_device_alloc's, which live in attngen's own context.
+ * Outputs are complete for work queued after the call on the same queue; synchronise
+ * (cuStreamSynchronize, clFinish) before reading them from elsewhere. The application keeps the
+ * context and queue alive until attngen_mha_destroy returns; destroy gives back all attngen
+ * held in the context (memory and loaded kernels). */
+ATTNGEN_API attngen_status attngen_mha_create_in_context(const attngen_mha_config *config,
+                                                         const attngen_gpu_context *gpu,
+                                                         attngen_mha **out);
+
+/* Replaces the queue of a handle made by attngen_mha_create_in_context with another of the same
+ * context (CUDA: NULL is the default stream); calls that start after it returns use it, calls
+ * already running keep theirs. ATTNGEN_ERROR_INVALID_ARGUMENT for a handle in attngen's own
+ * context or a NULL OpenCL queue. */
+ATTNGEN_API attngen_status attngen_mha_set_queue(attngen_mha *m, void *queue);
 
 /* Device memory for attngen_mha_forward_device, in the context attngen's kernels use.
  * ATTNGEN_ERROR_UNSUPPORTED when this build has no kernels for the device, ATTNGEN_ERROR_DEVICE

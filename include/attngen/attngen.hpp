@@ -116,7 +116,11 @@ struct MhaConfig {
 // forward() is safe to call from several threads at once.
 class MultiHeadAttention {
   public:
-    explicit MultiHeadAttention(const MhaConfig &config) : config_(config) {
+    explicit MultiHeadAttention(const MhaConfig &config) : MultiHeadAttention(config, {}) {}
+
+    // A GPU handle in the application's own context and queue (attngen_mha_create_in_context:
+    // the rule for which memory it takes is there).
+    MultiHeadAttention(const MhaConfig &config, const attngen_gpu_context &gpu) : config_(config) {
         attngen_mha_config c{};
         c.d_model = config.d_model;
         c.num_heads = config.num_heads;
@@ -131,7 +135,7 @@ class MultiHeadAttention {
         c.rope = config.rope;
         c.rotary_dim = config.rotary_dim;
         c.rope_theta = config.rope_theta;
-        check(attngen_mha_create(&c, &handle_));
+        check(attngen_mha_create_in_context(&c, &gpu, &handle_));
         if (config_.kdim == 0) config_.kdim = config_.d_model;
         if (config_.vdim == 0) config_.vdim = config_.d_model;
         if (config_.head_dim == 0) config_.head_dim = config_.d_model / config_.num_heads;
@@ -156,6 +160,10 @@ class MultiHeadAttention {
 
     const MhaConfig &config() const noexcept { return config_; }
     attngen_mha *handle() const noexcept { return handle_; }
+
+    // Later calls queue their work on `queue`, another queue of the application's context
+    // (attngen_mha_set_queue).
+    void set_queue(void *queue) { check(attngen_mha_set_queue(handle_, queue)); }
 
     // Biases are ignored (and may be empty) when the config has use_bias = false.
     void set_weights(TensorView<const float> wq, TensorView<const float> wk,
