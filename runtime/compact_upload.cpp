@@ -4,6 +4,7 @@
 
 #include "device.h"
 #include "errors.h"
+#include "mask_buffers.h"
 
 namespace attngen::rt {
 
@@ -44,6 +45,12 @@ attngen_status CompactUpload::upload(halide_buffer_t *buf, const char *name) {
     c.uploaded = buf;
     buf->flags = 0;  // host and device agree
     return ATTNGEN_OK;
+}
+
+attngen_status upload_masks(CompactUpload &upload, MaskBuffers &masks) {
+    ATTNGEN_RETURN_IF_ERROR(upload.upload(masks.kv_lengths(), "kv_lengths"));
+    ATTNGEN_RETURN_IF_ERROR(upload.upload(masks.bool_mask(), "bool_mask"));
+    return upload.upload(masks.additive(), "additive");
 }
 
 }  // namespace attngen::rt

@@ -39,6 +39,12 @@ class CompactUpload {
     std::vector<std::unique_ptr<Copy>> copies_;
 };
 
+class MaskBuffers;
+
+// The mask inputs on a GPU: each copied as the memory it occupies, not as its broadcast
+// logical shape.
+attngen_status upload_masks(CompactUpload &upload, MaskBuffers &masks);
+
 }  // namespace attngen::rt
 
 #endif  // ATTNGEN_RUNTIME_COMPACT_UPLOAD_H

@@ -143,6 +143,37 @@ uint64_t device_address_of(attngen_device device, const halide_buffer_t *buf) {
     }
 }
 
+// The application's context and queue, checked against the device; {} for attngen's own.
+attngen_status resolve_gpu_context(const attngen_gpu_context *gpu, attngen_device device,
+                                   GpuBinding *binding) {
+    *binding = {};
+    if (gpu == nullptr || (gpu->context == nullptr && gpu->queue == nullptr)) return ATTNGEN_OK;
+    if (device == ATTNGEN_DEVICE_CPU) {
+        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                    "a GPU context was given for a CPU handle (config.device is CPU)");
+    }
+    if (gpu->context == nullptr) {
+        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                    "gpu->queue is set but gpu->context is NULL: a queue belongs to a context");
+    }
+    if (device == ATTNGEN_DEVICE_OPENCL && gpu->queue == nullptr) {
+        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                    "gpu->queue is NULL: an OpenCL context needs a command queue of it");
+    }
+    *binding = GpuBinding{gpu->context, gpu->queue};
+    return ATTNGEN_OK;
+}
+
+WrappedAddresses::~WrappedAddresses() {
+    for (halide_buffer_t *buf : buffers_) detach_device_address(device_, buf, gpu_);
+}
+
+attngen_status WrappedAddresses::wrap(halide_buffer_t *buf, uint64_t address, const char *name) {
+    ATTNGEN_RETURN_IF_ERROR(wrap_device_address(device_, buf, address, name, gpu_));
+    buffers_.push_back(buf);
+    return ATTNGEN_OK;
+}
+
 DeviceScratch::~DeviceScratch() {
     KernelContext context;  // a failure to free leaks device memory; there is no one to tell
     context.gpu = gpu_;

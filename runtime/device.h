@@ -25,6 +25,11 @@ attngen_status require_known_device(int32_t device, const char *what);
 // ATTNGEN_ERROR_UNSUPPORTED (API not built) and returns nullptr otherwise.
 const halide_device_interface_t *gpu_interface_or_fail(attngen_device device);
 
+// The application's context and queue of an entry point (gpu may be NULL), checked against the
+// device; {} for attngen's own context.
+attngen_status resolve_gpu_context(const attngen_gpu_context *gpu, attngen_device device,
+                                   GpuBinding *binding);
+
 // Allocates and frees a small buffer on the device, in the context of `gpu`:
 // ATTNGEN_ERROR_DEVICE, with the driver's words, when there is no usable device or driver.
 attngen_status probe_device(attngen_device device, const GpuBinding &gpu = {});
@@ -33,6 +38,22 @@ attngen_status probe_device(attngen_device device, const GpuBinding &gpu = {});
 attngen_status wrap_device_address(attngen_device device, halide_buffer_t *buf, uint64_t address,
                                    const char *name, const GpuBinding &gpu = {});
 void detach_device_address(attngen_device device, halide_buffer_t *buf, const GpuBinding &gpu = {});
+
+// Buffers pointed at caller-owned device memory (wrap_device_address), detached again when
+// the call ends.
+class WrappedAddresses {
+  public:
+    WrappedAddresses(attngen_device device, const GpuBinding &gpu) : device_(device), gpu_(gpu) {}
+    WrappedAddresses(const WrappedAddresses &) = delete;
+    WrappedAddresses &operator=(const WrappedAddresses &) = delete;
+    ~WrappedAddresses();
+    attngen_status wrap(halide_buffer_t *buf, uint64_t address, const char *name);
+
+  private:
+    attngen_device device_;
+    GpuBinding gpu_;
+    std::vector<halide_buffer_t *> buffers_;
+};
 
 // The device address behind a buffer Halide allocated (a CUdeviceptr or cl_mem).
 uint64_t device_address_of(attngen_device device, const halide_buffer_t *buf);

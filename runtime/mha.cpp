@@ -83,27 +83,6 @@ const MhaKernels &kernels_for(attngen_device device, attngen_precision precision
 
 namespace {
 
-// The application's context and queue, checked against the device; {} for attngen's own.
-attngen_status resolve_gpu_context(const attngen_gpu_context *gpu, attngen_device device,
-                                   GpuBinding *binding) {
-    *binding = {};
-    if (gpu == nullptr || (gpu->context == nullptr && gpu->queue == nullptr)) return ATTNGEN_OK;
-    if (device == ATTNGEN_DEVICE_CPU) {
-        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
-                    "a GPU context was given for a CPU handle (config.device is CPU)");
-    }
-    if (gpu->context == nullptr) {
-        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
-                    "gpu->queue is set but gpu->context is NULL: a queue belongs to a context");
-    }
-    if (device == ATTNGEN_DEVICE_OPENCL && gpu->queue == nullptr) {
-        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
-                    "gpu->queue is NULL: an OpenCL context needs a command queue of it");
-    }
-    *binding = GpuBinding{gpu->context, gpu->queue};
-    return ATTNGEN_OK;
-}
-
 // What Halide keeps for a context the application owns (the kernels it loaded there), given
 // back so the application may destroy the context once the handle is gone.
 void release_application_context(attngen_device device, const GpuBinding &gpu) {
@@ -279,14 +258,6 @@ struct ForwardTensors {
     std::vector<halide_buffer_t *> inputs() { return {query.get(), key.get(), value.get()}; }
 };
 
-// The mask inputs on a GPU: each copied as the memory it occupies (CompactUpload), not as its
-// broadcast logical shape.
-attngen_status upload_masks(CompactUpload &upload, MaskBuffers &masks) {
-    ATTNGEN_RETURN_IF_ERROR(upload.upload(masks.kv_lengths(), "kv_lengths"));
-    ATTNGEN_RETURN_IF_ERROR(upload.upload(masks.bool_mask(), "bool_mask"));
-    return upload.upload(masks.additive(), "additive");
-}
-
 const char *kernel_name(const MhaKernels &kernels, bool with_probs) {
     return with_probs ? kernels.probs_name : kernels.plain_name;
 }
@@ -315,27 +286,6 @@ int run_forward_kernel(const MhaKernels &kernels, KernelContext *context, const 
     if (!with_probs) return call_fused_forward(kernels.plain, context, in, t.out.get());
     return call_fused_forward(kernels.with_probs, context, in, t.out.get(), t.probs.get());
 }
-
-// Buffers pointed at caller-owned device memory, detached again when the call ends.
-class WrappedAddresses {
-  public:
-    WrappedAddresses(attngen_device device, const GpuBinding &gpu) : device_(device), gpu_(gpu) {}
-    WrappedAddresses(const WrappedAddresses &) = delete;
-    WrappedAddresses &operator=(const WrappedAddresses &) = delete;
-    ~WrappedAddresses() {
-        for (halide_buffer_t *buf : buffers_) detach_device_address(device_, buf, gpu_);
-    }
-    attngen_status wrap(halide_buffer_t *buf, uint64_t address, const char *name) {
-        ATTNGEN_RETURN_IF_ERROR(wrap_device_address(device_, buf, address, name, gpu_));
-        buffers_.push_back(buf);
-        return ATTNGEN_OK;
-    }
-
-  private:
-    attngen_device device_;
-    GpuBinding gpu_;
-    std::vector<halide_buffer_t *> buffers_;
-};
 
 }  // namespace
 

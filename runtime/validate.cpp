@@ -1,5 +1,6 @@
 #include "validate.h"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -94,6 +95,40 @@ attngen_status validate_mask(const attngen_mask *mask, int32_t batch, int32_t he
             sizeof(float)));
     }
     return ATTNGEN_OK;
+}
+
+attngen_status validate_sdpa(int32_t batch, int32_t heads, int32_t kv_heads, int32_t q_len,
+                             int32_t kv_len, int32_t dk, int32_t dv, const void *q, const void *k,
+                             const void *v, const attngen_mask *mask, float scale, const void *out,
+                             const void *probs) {
+    const struct {
+        int32_t value;
+        const char *name;
+    } sizes[] = {{batch, "batch"}, {heads, "heads"},   {kv_heads, "kv_heads"},
+                 {q_len, "q_len"}, {kv_len, "kv_len"}, {dk, "dk"},
+                 {dv, "dv"}};
+    for (const auto &s : sizes) ATTNGEN_RETURN_IF_ERROR(require_positive(s.value, s.name));
+    if (heads % kv_heads != 0) {
+        return fail(ATTNGEN_ERROR_SHAPE, "kv_heads (" + std::to_string(kv_heads) +
+                                             ") does not divide heads (" + std::to_string(heads) +
+                                             ")");
+    }
+    ATTNGEN_RETURN_IF_ERROR(require_not_null(q, "q"));
+    ATTNGEN_RETURN_IF_ERROR(require_not_null(k, "k"));
+    ATTNGEN_RETURN_IF_ERROR(require_not_null(v, "v"));
+    ATTNGEN_RETURN_IF_ERROR(require_not_null(out, "out"));
+    if (!std::isfinite(scale)) {
+        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                    "scale must be finite (0 selects 1/sqrt(dk)), got " + std::to_string(scale));
+    }
+    ATTNGEN_RETURN_IF_ERROR(require_addressable("q", {batch, heads, q_len, dk}, 4));
+    ATTNGEN_RETURN_IF_ERROR(require_addressable("k", {batch, kv_heads, kv_len, dk}, 4));
+    ATTNGEN_RETURN_IF_ERROR(require_addressable("v", {batch, kv_heads, kv_len, dv}, 4));
+    ATTNGEN_RETURN_IF_ERROR(require_addressable("out", {batch, heads, q_len, dv}, 4));
+    if (probs != nullptr) {
+        ATTNGEN_RETURN_IF_ERROR(require_addressable("weights", {batch, heads, q_len, kv_len}, 4));
+    }
+    return validate_mask(mask, batch, heads, q_len, kv_len);
 }
 
 }  // namespace attngen::rt

@@ -34,6 +34,13 @@ attngen_status require_addressable(const char *name, std::initializer_list<int64
 attngen_status validate_mask(const attngen_mask *mask, int32_t batch, int32_t heads, int32_t q_len,
                              int32_t kv_len);
 
+// Everything attngen_sdpa(_gqa) and attngen_sdpa_device check before running: sizes, the
+// group, pointers (device addresses pass as pointers), scale, addressability and the mask.
+attngen_status validate_sdpa(int32_t batch, int32_t heads, int32_t kv_heads, int32_t q_len,
+                             int32_t kv_len, int32_t dk, int32_t dv, const void *q, const void *k,
+                             const void *v, const attngen_mask *mask, float scale, const void *out,
+                             const void *probs);
+
 }  // namespace attngen::rt
 
 #endif  // ATTNGEN_RUNTIME_VALIDATE_H

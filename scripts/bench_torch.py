@@ -115,7 +115,7 @@ def _causal_mask(s: Shape) -> Any:
     return torch.ones(s.q_len, s.kv_len, dtype=torch.bool).triu(1)
 
 
-def _inputs(s: Shape) -> tuple[Any, Any]:
+def _inputs(s: Shape, bf16: bool = False) -> tuple[Any, Any]:
     import torch
 
     g = torch.Generator().manual_seed(6)
@@ -124,14 +124,18 @@ def _inputs(s: Shape) -> tuple[Any, Any]:
     # that lets nn.MultiheadAttention take its fused fast path, so torch is at its best. The
     # FLOPs are the same as for attngen's benchmark, which feeds distinct query and key/value.
     kv = q if s.q_len == s.kv_len else torch.rand(s.batch, s.kv_len, s.d_model, generator=g) * 2 - 1
+    if bf16:
+        q = q.to(torch.bfloat16)
+        kv = q if s.q_len == s.kv_len else kv.to(torch.bfloat16)
     return q, kv
 
 
-def _reference_mha(s: Shape) -> Any:
+def _reference_mha(s: Shape, bf16: bool = False) -> Any:
     import torch
 
     torch.manual_seed(0)
-    return torch.nn.MultiheadAttention(s.d_model, s.heads, bias=True, batch_first=True).eval()
+    mha = torch.nn.MultiheadAttention(s.d_model, s.heads, bias=True, batch_first=True).eval()
+    return mha.to(torch.bfloat16) if bf16 else mha
 
 
 def _torch_at_least(major: int) -> bool:
@@ -140,9 +144,11 @@ def _torch_at_least(major: int) -> bool:
     return int(torch.__version__.split(".")[0]) >= major
 
 
-def build_torch_mha(s: Shape) -> Callable[[], Any]:
-    mha = _reference_mha(s)
-    q, kv = _inputs(s)
+# bf16: module and inputs in torch.bfloat16 (oneDNN's bf16 kernels on CPUs with AVX512-BF16),
+# what a user who accepts bf16 runs: the peer of an attngen ATTNGEN_PRECISION_BF16 handle.
+def build_torch_mha(s: Shape, bf16: bool = False) -> Callable[[], Any]:
+    mha = _reference_mha(s, bf16)
+    q, kv = _inputs(s, bf16)
     mask = _causal_mask(s) if s.causal else None
 
     # torch 1.13 (Debian 12's python3-torch) has no is_causal: the mask alone says it there.
@@ -174,6 +180,8 @@ class SdpaMha:
                 lin.bias.copy_(b[i * d:(i + 1) * d])
             self.o.weight.copy_(ref.out_proj.weight)
             self.o.bias.copy_(ref.out_proj.bias)
+        for lin in (self.q, self.k, self.v, self.o):
+            lin.to(ref.in_proj_weight.dtype)
 
     def _split(self, x: Any) -> Any:
         b, n, d = x.shape
@@ -199,9 +207,9 @@ class SdpaMha:
         return self.o(o.transpose(1, 2).reshape(b, n, h * hd)), w
 
 
-def build_torch_sdpa_mha(s: Shape) -> Callable[[], Any]:
-    m = SdpaMha(_reference_mha(s), s.heads)
-    q, kv = _inputs(s)
+def build_torch_sdpa_mha(s: Shape, bf16: bool = False) -> Callable[[], Any]:
+    m = SdpaMha(_reference_mha(s, bf16), s.heads)
+    q, kv = _inputs(s, bf16)
     return lambda: m(q, kv, s.causal, s.weights)
 
 
@@ -277,6 +285,8 @@ BUILDERS: dict[str, Callable[[Shape], Callable[[], Any]]] = {
     "torch-mha": build_torch_mha,
     "torch-sdpa-mha": build_torch_sdpa_mha,
     "ort-mha": build_ort_mha,
+    "torch-mha-bf16": lambda s: build_torch_mha(s, bf16=True),
+    "torch-sdpa-mha-bf16": lambda s: build_torch_sdpa_mha(s, bf16=True),
 }
 
 
@@ -453,7 +463,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--shapes", default=",".join(SHAPES),
                    help="comma-separated shape names (default: all): " + ", ".join(SHAPES))
     p.add_argument("--impls", default=",".join(IMPLS),
-                   help="comma-separated implementations (default: all): " + ", ".join(IMPLS))
+                   help="comma-separated implementations (default: " + ", ".join(IMPLS) +
+                   "; also " + ", ".join(b for b in BUILDERS if b not in IMPLS) + ")")
     p.add_argument("--out", help="write the records as JSON here")
     p.add_argument("--load", help="read records from this JSON instead of measuring")
     p.add_argument("--attngen", help="attngen_bench --benchmark_format=json output: "
@@ -466,14 +477,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--isa", choices=["native", "avx2"], default="native",
                    help="avx2: keep torch (ATen, MKL, oneDNN) to AVX2 kernels on an AVX-512 "
                    "machine (default native)")
-    p.add_argument("--worker", choices=IMPLS, help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=list(BUILDERS), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     for name in args.shapes.split(","):
         if name not in SHAPES:
             p.error(f"unknown shape {name!r}; known: {', '.join(SHAPES)}")
     for name in args.impls.split(","):
-        if name not in IMPLS:
-            p.error(f"unknown implementation {name!r}; known: {', '.join(IMPLS)}")
+        if name not in BUILDERS:
+            p.error(f"unknown implementation {name!r}; known: {', '.join(BUILDERS)}")
     return args
 
 

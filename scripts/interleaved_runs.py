@@ -17,12 +17,20 @@ GroupQueryAttention) in .venv-torch; attngen_decode_<i>.json and decode_peers_<i
 --out-dir, and bench_decode_peers.py's table of in-round ratios at the end.
 
     scripts/interleaved_runs.py --decode --out-dir bench/runs/X --rounds 3
+
+--bf16 compares bfloat16 (issue 19): per round and shape, attngen_bench's mha_forward_bf16/<shape>
+and mha_forward/<shape>, then torch 2.15's nn.MultiheadAttention and SDPA-MHA with module and
+inputs in torch.bfloat16; bf16_attngen_<i>.json and bf16_torch_<i>.json in --out-dir, and a
+table of medians of in-round ratios at the end.
+
+    scripts/interleaved_runs.py --bf16 --out-dir bench/runs/X --rounds 3
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -81,6 +89,54 @@ def decode_rounds(args: argparse.Namespace, shapes: list[str]) -> None:
                     "--load", *peer_files, "--attngen", *attngen_files], check=True)
 
 
+def bf16_rounds(args: argparse.Namespace, shapes: list[str]) -> None:
+    """The --bf16 rounds and their table: per shape, the median over rounds of attngen bf16's
+    time, of the faster torch bf16 over attngen bf16, and of attngen fp32 over attngen bf16."""
+    from bench_torch import load_gbench_ms
+
+    ratios: dict[str, dict[str, list[float]]] = {}
+    for i in range(1, args.rounds + 1):
+        attngen, torch = [], []
+        for shape in shapes:
+            print(f"round {i}: {shape}", file=sys.stderr)
+            attngen += run_attngen(args.bench, shape, prefix="mha_forward_bf16")
+            attngen += run_attngen(args.bench, shape, prefix="mha_forward")
+            torch += run_torch(args.torch_python, shape, "torch-mha-bf16,torch-sdpa-mha-bf16")
+        attngen_file = os.path.join(args.out_dir, f"bf16_attngen_{i}.json")
+        with open(attngen_file, "w") as f:
+            json.dump({"benchmarks": attngen}, f, indent=1)
+        with open(os.path.join(args.out_dir, f"bf16_torch_{i}.json"), "w") as f:
+            json.dump(torch, f, indent=1)
+        bf16 = load_gbench_ms(attngen_file, "mha_forward_bf16/")
+        fp32 = load_gbench_ms(attngen_file, "mha_forward/")
+        for shape in shapes:
+            peers = [r["ms"] for r in torch if r["shape"] == shape]
+            row = ratios.setdefault(shape, {"ms": [], "vs_torch": [], "vs_fp32": [],
+                                            "torch_ms": []})
+            if shape not in bf16:
+                continue
+            row["ms"].append(bf16[shape])
+            if peers:
+                row["torch_ms"].append(min(peers))
+                row["vs_torch"].append(min(peers) / bf16[shape])
+            if shape in fp32:
+                row["vs_fp32"].append(fp32[shape] / bf16[shape])
+
+    def median(values: list[float], fmt: str) -> str:
+        return fmt.format(statistics.median(values)) if values else "–"
+
+    print("| shape | attngen bf16 ms | faster torch bf16 ms | torch bf16 / attngen bf16 "
+          "(per round) | attngen fp32 / attngen bf16 (per round) |")
+    print("|---|---|---|---|---|")
+    for shape in shapes:
+        r = ratios.get(shape, {})
+        per_round = lambda key: ", ".join(f"{x:.2f}" for x in r.get(key, []))
+        print(f"| {shape} | {median(r.get('ms', []), '{:.2f}')} | "
+              f"{median(r.get('torch_ms', []), '{:.2f}')} | "
+              f"**{median(r.get('vs_torch', []), '{:.2f}x')}** ({per_round('vs_torch')}) | "
+              f"**{median(r.get('vs_fp32', []), '{:.2f}x')}** ({per_round('vs_fp32')}) |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bench", default=os.path.join(ROOT, "build/bench/attngen_bench"))
@@ -90,6 +146,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--shapes", help="comma-separated (default: every MHA shape, or with "
                    "--decode every decode shape)")
+    p.add_argument("--bf16", action="store_true",
+                   help="attngen bfloat16 against attngen float32 and torch in bfloat16")
     p.add_argument("--decode", action="store_true",
                    help="decoding against scripts/bench_decode_peers.py instead of the MHA "
                    "forward against torch")
@@ -100,6 +158,9 @@ def main() -> None:
         decode_rounds(args, args.shapes.split(",") if args.shapes else decode_shapes)
         return
     shapes = args.shapes.split(",") if args.shapes else list(SHAPES)
+    if args.bf16:
+        bf16_rounds(args, shapes)
+        return
     # Debian's torch 1.13 (python3-torch) is an optional third column: without it the rounds
     # still compare attngen with torch 2.15 and ONNX Runtime.
     has_debian_torch = subprocess.run([args.debian_python, "-c", "import torch"],

@@ -69,6 +69,8 @@ class SdpaTester {
     }
     SdpaTester &scale(float s) { return scale_ = s, *this; }
     SdpaTester &with_weights(bool w) { return with_weights_ = w, *this; }
+    // A GPU runs the problem through attngen_sdpa_device on attngen_device_alloc memory.
+    SdpaTester &device(attngen_device d) { return device_ = d, *this; }
     SdpaTester &seed(uint32_t s) { return seed_ = s, *this; }
     // Range of the random q and k entries (v keeps its own): large ranges give large logits.
     SdpaTester &qk_range(float lo, float hi) { return qk_lo_ = lo, qk_hi_ = hi, *this; }
@@ -112,6 +114,7 @@ class SdpaTester {
     }
 
     void Call(Run &r) const {
+        if (device_ != ATTNGEN_DEVICE_CPU) return CallOnDevice(r);
         const attngen_ref::SdpaShape &s = shape_;
         float *weights = with_weights_ ? r.weights.data() : nullptr;
         if (s.kv_heads == 0) {
@@ -122,6 +125,49 @@ class SdpaTester {
             r.status = attngen_sdpa_gqa(s.batch, s.heads, s.kv_heads, s.q_len, s.kv_len, s.dk, s.dv,
                                         r.q.data(), r.k.data(), r.v.data(), &r.masks.mask, scale_,
                                         r.out.data(), weights);
+        }
+    }
+
+    // Uploads the inputs (and the outputs' NaNs), runs attngen_sdpa_device and downloads the
+    // outputs when it succeeded.
+    void CallOnDevice(Run &r) const {
+        const attngen_ref::SdpaShape &s = shape_;
+        struct Memory {
+            attngen_device device;
+            std::vector<uint64_t> addresses;
+            ~Memory() {
+                for (uint64_t a : addresses) attngen_device_free(device, a);
+            }
+            uint64_t Upload(const std::vector<float> &host, attngen_status *status) {
+                uint64_t address = 0;
+                if (*status == ATTNGEN_OK) {
+                    *status = attngen_device_alloc(device, host.size() * sizeof(float), &address);
+                }
+                if (*status != ATTNGEN_OK) return 0;
+                addresses.push_back(address);
+                *status = attngen_device_upload(device, address, host.data(),
+                                                host.size() * sizeof(float));
+                return address;
+            }
+        } memory{device_, {}};
+        attngen_status status = ATTNGEN_OK;
+        const uint64_t q = memory.Upload(r.q, &status), k = memory.Upload(r.k, &status),
+                       v = memory.Upload(r.v, &status), out = memory.Upload(r.out, &status);
+        const uint64_t weights = with_weights_ ? memory.Upload(r.weights, &status) : 0;
+        if (status != ATTNGEN_OK) {
+            r.status = status;
+            return;
+        }
+        r.status =
+            attngen_sdpa_device(device_, nullptr, s.batch, s.heads, s.key_heads(), s.q_len,
+                                s.kv_len, s.dk, s.dv, q, k, v, &r.masks.mask, scale_, out, weights);
+        if (r.status != ATTNGEN_OK) return;
+        EXPECT_EQ(attngen_device_download(device_, r.out.data(), out, r.out.size() * 4),
+                  ATTNGEN_OK);
+        if (with_weights_) {
+            EXPECT_EQ(
+                attngen_device_download(device_, r.weights.data(), weights, r.weights.size() * 4),
+                ATTNGEN_OK);
         }
     }
 
@@ -228,6 +274,7 @@ class SdpaTester {
     }
 
     attngen_ref::SdpaShape shape_;
+    attngen_device device_ = ATTNGEN_DEVICE_CPU;
     MaskSpec mask_;
     float scale_ = 0.0f;
     bool with_weights_ = true;

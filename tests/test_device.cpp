@@ -18,29 +18,8 @@
 namespace attngen_test {
 namespace {
 
-// Why the device cannot run here, or "" when it can: a handle is created once.
-const std::string &UnavailableReason() {
-    static const std::string reason = [] {
-        attngen_mha_config config{
-            8, 2,   0, 0, 0, 1, DeviceUnderTest(), 0, 0, ATTNGEN_PRECISION_F32, ATTNGEN_ROPE_NONE,
-            0, 0.0f};
-        attngen_mha *m = nullptr;
-        const attngen_status s = attngen_mha_create(&config, &m);
-        attngen_mha_destroy(m);
-        if (s == ATTNGEN_OK) return std::string();
-        return std::string(attngen_status_string(s)) + ": " + attngen_last_error();
-    }();
-    return reason;
-}
-
-class DeviceTest : public ::testing::Test {
+class DeviceTest : public DeviceAvailableTest {
   protected:
-    void SetUp() override {
-        const std::string &reason = UnavailableReason();
-        if (reason.empty()) return;
-        if (DeviceRequired()) FAIL() << "the device is required but unavailable: " << reason;
-        GTEST_SKIP() << "no usable device: " << reason;
-    }
     static MhaTester Tester() { return MhaTester().device(DeviceUnderTest()); }
 };
 

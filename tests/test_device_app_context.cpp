@@ -5,6 +5,7 @@
 #include <attngen/attngen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "app_gpu.h"
 #include "device_under_test.h"
 #include "mha_tester.h"
+#include "sdpa_tester.h"
 #include "test_util.h"
 
 namespace attngen_test {
@@ -95,6 +97,45 @@ TEST_F(AppContextTest, ForwardOnApplicationMemoryContextAndQueue) {
     t.Call(m.get(), host);
     ASSERT_EQ(host.status, ATTNGEN_OK) << attngen_last_error();
     EXPECT_TRUE(BitIdentical("out (host pointers)", host.out, expected.out));
+}
+
+// attngen_sdpa_device in the application's context and on its memory gives the bits it gives
+// in attngen's own (checked against the reference there), grouped heads and a causal mask.
+TEST_F(AppContextTest, SdpaOnApplicationMemoryContextAndQueue) {
+    for (bool with_weights : {false, true}) {
+        SCOPED_TRACE(with_weights ? "with weights" : "without weights");
+        const SdpaTester t = SdpaTester()
+                                 .device(DeviceUnderTest())
+                                 .batch(2)
+                                 .heads(4)
+                                 .kv_heads(2)
+                                 .q_len(6)
+                                 .kv_len(35)
+                                 .dk(8)
+                                 .dv(5)
+                                 .causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT)
+                                 .with_weights(with_weights);
+        SdpaTester::Run expected = t.Prepare();
+        t.Call(expected);
+        ASSERT_EQ(expected.status, ATTNGEN_OK) << attngen_last_error();
+        t.Check(expected);
+
+        AppBuffer q(*gpu_, expected.q), k(*gpu_, expected.k), v(*gpu_, expected.v);
+        AppBuffer out(*gpu_, std::vector<float>(expected.out.size(), kSentinel));
+        AppBuffer weights(
+            *gpu_, std::vector<float>(std::max<size_t>(expected.weights.size(), 1), kSentinel));
+        const attngen_gpu_context app{gpu_->context(), gpu_->queue()};
+        ASSERT_EQ(attngen_sdpa_device(DeviceUnderTest(), &app, 2, 4, 2, 6, 35, 8, 5, q.address(),
+                                      k.address(), v.address(), &expected.masks.mask, 0.0f,
+                                      out.address(), with_weights ? weights.address() : 0),
+                  ATTNGEN_OK)
+            << attngen_last_error();
+        gpu_->Finish();
+        EXPECT_TRUE(BitIdentical("out", out.Download(), expected.out));
+        if (with_weights) {
+            EXPECT_TRUE(BitIdentical("weights", weights.Download(), expected.weights));
+        }
+    }
 }
 
 // What attngen holds in the application's context (the weights, compiled kernels) it gives

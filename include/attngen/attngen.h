@@ -208,6 +208,21 @@ ATTNGEN_API attngen_status attngen_sdpa_gqa(int32_t batch, int32_t heads, int32_
                                             const attngen_mask *mask, float scale, float *out,
                                             float *weights);
 
+/* attngen_sdpa_gqa on a GPU (device CUDA or OpenCL): q, k, v, out and weights are device
+ * addresses (a CUdeviceptr or cl_mem cast to uint64_t) laid out as in attngen_sdpa_gqa;
+ * kv_heads == heads is attngen_sdpa. gpu: the application's context and queue, whose memory the
+ * addresses are (the rules of attngen_mha_create_in_context), or NULL for attngen's own context
+ * and attngen_device_alloc memory. weights may be 0: then keys stream through a flash kernel and
+ * nothing of size q_len x kv_len exists. The mask stays in host memory. On any error nothing is
+ * written to out or weights. ATTNGEN_ERROR_INVALID_ARGUMENT for the CPU,
+ * ATTNGEN_ERROR_UNSUPPORTED for an API this build has no kernels for. */
+ATTNGEN_API attngen_status attngen_sdpa_device(attngen_device device,
+                                               const attngen_gpu_context *gpu, int32_t batch,
+                                               int32_t heads, int32_t kv_heads, int32_t q_len,
+                                               int32_t kv_len, int32_t dk, int32_t dv, uint64_t q,
+                                               uint64_t k, uint64_t v, const attngen_mask *mask,
+                                               float scale, uint64_t out, uint64_t weights);
+
 /* A KV cache: the projected (and rotated) keys and values of up to max_batch sequences
  * ("items") of up to max_len positions each, in the handle's precision, on the CPU. Items start
  * empty. A cache is bound to the handle it was created from (its heads, head sizes and
