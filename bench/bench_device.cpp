@@ -1,6 +1,7 @@
-// Google Benchmark suite for GPU handles: attngen_mha_forward_device on device-resident inputs
-// (no host copies), at the named shapes and the GPU issue's long self-attention, with GFLOP/s
-// as a rate counter (FLOPs counted as bench_shapes.h does).
+// Google Benchmark suite for the GPU: attngen_mha_forward_device and attngen_sdpa_device (the
+// attention alone) on device-resident inputs (no host copies), at the named shapes and the GPU
+// issue's long self-attention, with GFLOP/s as a rate counter (FLOPs counted as bench_shapes.h
+// does).
 //
 //   ATTNGEN_BENCH_DEVICE=cuda build/bench/attngen_bench_device --benchmark_min_time=1s
 //
@@ -50,6 +51,26 @@ class DeviceTensor {
     bool ok_ = false;
 };
 
+// Times `call` (one call to the end of its work, true on success) in the benchmark loop. The
+// first call of a process loads the kernels' PTX, which the driver compiles for the GPU at
+// hand: it is timed on its own (first_call_ms) and kept out of the timed calls.
+template <typename Call>
+void time_device_calls(benchmark::State &state, Call &&call, double flops) {
+    const auto start = std::chrono::steady_clock::now();
+    const bool warm = call();
+    const double first_call_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    for (auto _ : state) {
+        if (!warm || !call()) {
+            state.SkipWithError(attngen_last_error());
+            break;
+        }
+    }
+    state.counters["first_call_ms"] = first_call_ms;
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void BM_MhaForwardDevice(benchmark::State &state, Shape s) {
     const attngen_device device = bench_device();
     const attngen_mha_config config{
@@ -87,23 +108,34 @@ void BM_MhaForwardDevice(benchmark::State &state, Shape s) {
                                           kv.address(), &mask, out.address(), 0) == ATTNGEN_OK &&
                attngen_device_download(device, &first, out.address(), sizeof first) == ATTNGEN_OK;
     };
-    // The first call of a process loads the kernels' PTX, which the driver compiles for the
-    // GPU at hand: timed on its own (first_call_ms), and kept out of the timed calls.
-    const auto start = std::chrono::steady_clock::now();
-    const bool warm = call();
-    const double first_call_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    for (auto _ : state) {
-        if (!warm || !call()) {
-            state.SkipWithError(attngen_last_error());
-            break;
-        }
-        benchmark::DoNotOptimize(first);
-    }
-    state.counters["first_call_ms"] = first_call_ms;
-    state.counters["GFLOP/s"] =
-        benchmark::Counter(mha_flops(s) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    time_device_calls(state, call, mha_flops(s));
     attngen_mha_destroy(m);
+}
+
+// The attention of the same shape on projected heads: q [B, H, Lq, d/H], k and v
+// [B, H, Lkv, d/H], no weights output (the flash kernel).
+void BM_SdpaDevice(benchmark::State &state, Shape s) {
+    const attngen_device device = bench_device();
+    const int32_t dh = s.d_model / s.heads;
+    const size_t rows = size_t(s.batch) * s.heads;
+    DeviceTensor q(device, random_vector(rows * s.q_len * dh, 1.0f, 6));
+    DeviceTensor k(device, random_vector(rows * s.kv_len * dh, 1.0f, 7));
+    DeviceTensor v(device, random_vector(rows * s.kv_len * dh, 1.0f, 8));
+    DeviceTensor out(device, std::vector<float>(rows * s.q_len * dh));
+    if (!q.ok() || !k.ok() || !v.ok() || !out.ok()) {
+        state.SkipWithError(attngen_last_error());
+        return;
+    }
+    attngen_mask mask{};
+    mask.causal = s.causal ? ATTNGEN_CAUSAL_TOP_LEFT : ATTNGEN_CAUSAL_NONE;
+    float first = 0.0f;
+    const auto call = [&] {
+        return attngen_sdpa_device(device, nullptr, s.batch, s.heads, s.heads, s.q_len, s.kv_len,
+                                   dh, dh, q.address(), k.address(), v.address(), &mask, 0.0f,
+                                   out.address(), 0) == ATTNGEN_OK &&
+               attngen_device_download(device, &first, out.address(), sizeof first) == ATTNGEN_OK;
+    };
+    time_device_calls(state, call, attention_flops(s));
 }
 
 void register_benchmarks() {
@@ -113,6 +145,10 @@ void register_benchmarks() {
     for (const Shape &s : shapes) {
         benchmark::RegisterBenchmark((std::string("mha_forward_device/") + s.name).c_str(),
                                      BM_MhaForwardDevice, s)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+        benchmark::RegisterBenchmark((std::string("sdpa_device/") + s.name).c_str(), BM_SdpaDevice,
+                                     s)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();
     }
