@@ -164,6 +164,16 @@ attngen_status resolve_gpu_context(const attngen_gpu_context *gpu, attngen_devic
     return ATTNGEN_OK;
 }
 
+attngen_status release_application_context(attngen_device device, const GpuBinding &gpu) {
+    const halide_device_interface_t *interface = gpu_interface_or_fail(device);
+    if (interface == nullptr) return ATTNGEN_ERROR_UNSUPPORTED;
+    KernelContext context;
+    context.gpu = gpu;
+    // Halide's release reports no status: a failure leaves the kernels loaded.
+    halide_device_release(&context, interface);
+    return ATTNGEN_OK;
+}
+
 WrappedAddresses::~WrappedAddresses() {
     for (halide_buffer_t *buf : buffers_) detach_device_address(device_, buf, gpu_);
 }

@@ -30,6 +30,11 @@ const halide_device_interface_t *gpu_interface_or_fail(attngen_device device);
 attngen_status resolve_gpu_context(const attngen_gpu_context *gpu, attngen_device device,
                                    GpuBinding *binding);
 
+// Unloads what Halide keeps in a context the application owns (every kernel loaded there, for
+// any handle or attngen_sdpa_device call; later calls load them again), so the application may
+// destroy the context. ATTNGEN_ERROR_UNSUPPORTED for an API this build lacks.
+attngen_status release_application_context(attngen_device device, const GpuBinding &gpu);
+
 // Allocates and frees a small buffer on the device, in the context of `gpu`:
 // ATTNGEN_ERROR_DEVICE, with the driver's words, when there is no usable device or driver.
 attngen_status probe_device(attngen_device device, const GpuBinding &gpu = {});

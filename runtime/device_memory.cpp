@@ -143,7 +143,28 @@ attngen_status free_impl(attngen_device device, uint64_t address) {
     return ATTNGEN_OK;
 }
 
+attngen_status gpu_context_release_impl(attngen_device device, const attngen_gpu_context *gpu) {
+    ATTNGEN_RETURN_IF_ERROR(require_known_device(raw_enum_value(device), "device"));
+    ATTNGEN_RETURN_IF_ERROR(require_not_null(gpu, "gpu"));
+    GpuBinding binding;
+    ATTNGEN_RETURN_IF_ERROR(resolve_gpu_context(gpu, device, &binding));
+    if (!binding.owned_by_application()) {
+        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                    "gpu->context is NULL: attngen's own context is never released");
+    }
+    install_halide_runtime_hooks();
+    ATTNGEN_RETURN_IF_ERROR(release_application_context(device, binding));
+    clear_error();
+    return ATTNGEN_OK;
+}
+
 }  // namespace
+
+extern "C" attngen_status attngen_gpu_context_release(attngen_device device,
+                                                      const attngen_gpu_context *gpu) {
+    return guard_entry_point("attngen_gpu_context_release",
+                             [&] { return gpu_context_release_impl(device, gpu); });
+}
 
 extern "C" attngen_status attngen_device_alloc(attngen_device device, uint64_t bytes,
                                                uint64_t *address) {

@@ -81,20 +81,6 @@ const MhaKernels &kernels_for(attngen_device device, attngen_precision precision
 
 }  // namespace
 
-namespace {
-
-// What Halide keeps for a context the application owns (the kernels it loaded there), given
-// back so the application may destroy the context once the handle is gone.
-void release_application_context(attngen_device device, const GpuBinding &gpu) {
-    const halide_device_interface_t *interface = gpu_interface_or_fail(device);
-    if (interface == nullptr) return;
-    KernelContext context;  // a failure leaves the kernels loaded; there is no one to tell
-    context.gpu = gpu;
-    halide_device_release(&context, interface);
-}
-
-}  // namespace
-
 static attngen_status attngen_mha_create_impl(const attngen_mha_config *config,
                                               const attngen_gpu_context *gpu, attngen_mha **out) {
     ATTNGEN_RETURN_IF_ERROR(require_not_null(config, "config"));
@@ -123,7 +109,8 @@ extern "C" void attngen_mha_destroy(attngen_mha *m) {
     const GpuBinding gpu = m->gpu();
     if (m->projections) m->projections->device_copies.rebind(gpu);
     m->projections.reset();
-    if (gpu.owned_by_application()) release_application_context(m->config.device, gpu);
+    // A failure leaves the kernels loaded; there is no one to tell.
+    if (gpu.owned_by_application()) (void)release_application_context(m->config.device, gpu);
     delete m;
 }
 

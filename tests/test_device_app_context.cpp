@@ -156,6 +156,36 @@ TEST_F(AppContextTest, DestroyReleasesWhatTheHandleHeldInTheContext) {
     EXPECT_EQ(gpu_->ContextReferences(), before);
 }
 
+// attngen_sdpa_device has no handle to destroy: the kernels it loaded into the application's
+// context stay there until attngen_gpu_context_release gives them back (OpenCL counts the
+// references; CUDA has no such count).
+TEST_F(AppContextTest, SdpaKernelsAreGivenBackOnRequest) {
+    const int before = gpu_->ContextReferences();
+    if (before < 0) GTEST_SKIP() << "this API counts no references to a context";
+    const SdpaTester t = SdpaTester().batch(1).heads(2).q_len(3).kv_len(5).dk(4).dv(4);
+    SdpaTester::Run r = t.Prepare();
+    AppBuffer q(*gpu_, r.q), k(*gpu_, r.k), v(*gpu_, r.v), out(*gpu_, r.out);
+    const int with_buffers = gpu_->ContextReferences();
+    const attngen_gpu_context app{gpu_->context(), gpu_->queue()};
+    ASSERT_EQ(attngen_sdpa_device(DeviceUnderTest(), &app, 1, 2, 2, 3, 5, 4, 4, q.address(),
+                                  k.address(), v.address(), nullptr, 0.0f, out.address(), 0),
+              ATTNGEN_OK)
+        << attngen_last_error();
+    gpu_->Finish();
+    EXPECT_GT(gpu_->ContextReferences(), with_buffers) << "the kernels loaded in the context";
+    ASSERT_EQ(attngen_gpu_context_release(DeviceUnderTest(), &app), ATTNGEN_OK)
+        << attngen_last_error();
+    EXPECT_EQ(gpu_->ContextReferences(), with_buffers);
+
+    const attngen_gpu_context none{nullptr, nullptr};
+    EXPECT_EQ(attngen_gpu_context_release(DeviceUnderTest(), &none),
+              ATTNGEN_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(attngen_gpu_context_release(DeviceUnderTest(), nullptr),
+              ATTNGEN_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(attngen_gpu_context_release(ATTNGEN_DEVICE_CPU, &app),
+              ATTNGEN_ERROR_INVALID_ARGUMENT);
+}
+
 TEST_F(AppContextTest, BadContextsAndQueuesAreRefused) {
     const MhaTester t = Shape();
     attngen_mha_config config = t.config();

@@ -215,13 +215,23 @@ ATTNGEN_API attngen_status attngen_sdpa_gqa(int32_t batch, int32_t heads, int32_
  * and attngen_device_alloc memory. weights may be 0: then keys stream through a flash kernel and
  * nothing of size q_len x kv_len exists. The mask stays in host memory. On any error nothing is
  * written to out or weights. ATTNGEN_ERROR_INVALID_ARGUMENT for the CPU,
- * ATTNGEN_ERROR_UNSUPPORTED for an API this build has no kernels for. */
+ * ATTNGEN_ERROR_UNSUPPORTED for an API this build has no kernels for. With an application
+ * context, the kernels stay loaded in it after the call (loading them is the costly first
+ * call): give them back with attngen_gpu_context_release before destroying the context. */
 ATTNGEN_API attngen_status attngen_sdpa_device(attngen_device device,
                                                const attngen_gpu_context *gpu, int32_t batch,
                                                int32_t heads, int32_t kv_heads, int32_t q_len,
                                                int32_t kv_len, int32_t dk, int32_t dv, uint64_t q,
                                                uint64_t k, uint64_t v, const attngen_mask *mask,
                                                float scale, uint64_t out, uint64_t weights);
+
+/* Unloads every kernel attngen loaded into the application's context gpu->context (by
+ * attngen_sdpa_device, or by handles made in it; they load again at their next call), so the
+ * application may destroy the context. attngen_mha_destroy does this for a handle's context
+ * itself. ATTNGEN_ERROR_INVALID_ARGUMENT for the CPU, a NULL gpu or a NULL gpu->context (and
+ * the rules of attngen_mha_create_in_context for the queue). */
+ATTNGEN_API attngen_status attngen_gpu_context_release(attngen_device device,
+                                                       const attngen_gpu_context *gpu);
 
 /* A KV cache: the projected (and rotated) keys and values of up to max_batch sequences
  * ("items") of up to max_len positions each, in the handle's precision, on the CPU. Items start
