@@ -38,6 +38,13 @@ Type storage_type(Precision p) {
     return Float(32);
 }
 
+// The type of a precision's weight buffers on `target`: on GPU targets the 16-bit formats come
+// as their bits, uint16 (storage_bits_as_float says why).
+Type weight_buffer_type(Precision p, const Target &target) {
+    const Type t = storage_type(p);
+    return t.bits() == 16 && target.has_gpu_feature() ? UInt(16) : t;
+}
+
 // Schedule knobs shared by every generator: a GeneratorParam per knob of schedule_knobs.h,
 // 0 (derived from the target) to its max, so a build (PARAMS) or the autotuner can set it.
 template <typename T>
@@ -130,14 +137,6 @@ class AttngenGenerator : public Generator<T> {
             }
         }
         return rotated;
-    }
-
-    // The GPU schedules multiply float32 weights only.
-    void require_float32_on_gpu(Precision p) const {
-        if (p != Precision::F32 && this->get_target().has_gpu_feature()) {
-            throw CompileError("the GPU schedules take float32 weights only; target: " +
-                               this->get_target().to_string());
-        }
     }
 
     // Only the fused forward has GPU schedules: the C API runs sdpa and linear on the CPU.
@@ -269,12 +268,12 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
     Output<Buffer<float, 4>> *weights = nullptr;
 
     void configure() {
-        for (auto *w : {&wq_t, &wk_t, &wv_t, &wo_t}) w->set_type(storage_type(precision));
+        const Type t = weight_buffer_type(precision, get_target());
+        for (auto *w : {&wq_t, &wk_t, &wv_t, &wo_t}) w->set_type(t);
         if (weights_output) weights = add_output<Buffer<float, 4>>("weights");
     }
 
     void generate() {
-        require_float32_on_gpu(precision);
         const Expr q_len = query.dim(1).extent(), kv_len = key.dim(1).extent();
         const Expr heads = fixed_or_input(fixed_num_heads, num_heads, "num_heads");
         const Expr hd = fixed_or_input(fixed_head_dim, head_dim, "head_dim");
@@ -285,13 +284,13 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         const Expr q_rows = q_len * batch, kv_rows = kv_len * batch;
         ProjectionStage pq =
             define_projection("q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1,
-                              q_rows, bounded(wq_t), bounded(bq));
+                              q_rows, bounded(wq_t), bounded(bq), storage_type(precision));
         ProjectionStage pk =
             define_projection("k_proj", as_rows(bounded(key), kv_len), key.dim(0).extent(), 1,
-                              kv_rows, bounded(wk_t), bounded(bk));
+                              kv_rows, bounded(wk_t), bounded(bk), storage_type(precision));
         ProjectionStage pv =
             define_projection("v_proj", as_rows(bounded(value), kv_len), value.dim(0).extent(), 1,
-                              kv_rows, bounded(wv_t), bounded(bv));
+                              kv_rows, bounded(wv_t), bounded(bv), storage_type(precision));
         Func qh = split_heads("q_heads", pq.result, hd, q_len);
         Func kh = split_heads("k_heads", pk.result, hd, kv_len);
         Func vh = split_heads("v_heads", pv.result, v_head_dim, kv_len);
@@ -315,7 +314,7 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         Var d("d"), g("g"), n("n");
         merged(d, g, n) = attention_out(d, n % q_len, g, n / q_len);
         ProjectionStage po = define_projection("out_proj", merged, v_head_dim, heads, q_rows,
-                                               bounded(wo_t), bounded(bo));
+                                               bounded(wo_t), bounded(bo), storage_type(precision));
         output = po.result;
         if (weights) *weights = probs;
 
@@ -397,8 +396,8 @@ class LinearGenerator : public AttngenGenerator<LinearGenerator> {
         }
         Func rows("x_rows");
         rows(d, g, n) = x_in(d, n);
-        ProjectionStage p =
-            define_projection("linear", rows, in, 1, x.dim(1).extent(), w_t, bias_clamped);
+        ProjectionStage p = define_projection("linear", rows, in, 1, x.dim(1).extent(), w_t,
+                                              bias_clamped, Float(32));
         y = p.result;
 
         x.set_estimates({{0, kEstModel}, {0, kEstLen * kEstBatch}});
@@ -445,10 +444,10 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
         const Expr len = key.dim(1).extent(), batch = key.dim(2).extent();
         ProjectionStage pk =
             define_projection("k_proj", as_rows(bounded(key), len), key.dim(0).extent(), 1,
-                              len * batch, bounded(wk_t), bounded(bk));
+                              len * batch, bounded(wk_t), bounded(bk), storage_type(precision));
         ProjectionStage pv =
             define_projection("v_proj", as_rows(bounded(value), len), value.dim(0).extent(), 1,
-                              len * batch, bounded(wv_t), bounded(bv));
+                              len * batch, bounded(wv_t), bounded(bv), storage_type(precision));
         Func kh = split_heads("k_heads", pk.result, head_dim, len);
         Func vh = split_heads("v_heads", pv.result, v_head_dim, len);
         Var l("l"), d("d"), c("c"), hk("hk"), b("b");
@@ -526,7 +525,7 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         const Expr q_len = query.dim(1).extent(), batch = query.dim(2).extent();
         ProjectionStage pq =
             define_projection("q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1,
-                              q_len * batch, bounded(wq_t), bounded(bq));
+                              q_len * batch, bounded(wq_t), bounded(bq), storage_type(precision));
         Func qh = split_heads("q_heads", pq.result, head_dim, q_len);
         Var l("l"), b("b");
         const Func n = bounded(lengths);
@@ -564,8 +563,9 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         Func merged("merged_heads");
         Var d("d"), g("g"), row("row");
         merged(d, g, row) = a.out(d, row % q_len, g, row / q_len);
-        ProjectionStage po = define_projection("out_proj", merged, v_head_dim, num_heads,
-                                               q_len * batch, bounded(wo_t), bounded(bo));
+        ProjectionStage po =
+            define_projection("out_proj", merged, v_head_dim, num_heads, q_len * batch,
+                              bounded(wo_t), bounded(bo), storage_type(precision));
         output = po.result;
 
         query.set_estimates({{0, kEstModel}, {0, 1}, {0, 1}});

@@ -1,6 +1,7 @@
 #include "stages.h"
 
 #include <limits>
+#include <sstream>
 #include <utility>
 
 #include "layout.h"
@@ -9,9 +10,19 @@ namespace attngen {
 
 using namespace Halide;
 
+namespace {
+
+std::string type_name(const Type &t) {
+    std::ostringstream s;
+    s << t;
+    return s.str();
+}
+
+}  // namespace
+
 ProjectionStage define_projection(const std::string &name, const Func &x, const Expr &group_size,
                                   const Expr &groups, const Expr &rows, const Func &w_t,
-                                  const Func &bias) {
+                                  const Func &bias, const Type &storage) {
     ProjectionStage p;
     p.acc = Func(name + "_acc");
     p.result = Func(name);
@@ -19,35 +30,80 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
     p.in_features = group_size * groups;
     const Var &o = p.o, &n = p.n;
     const Expr row = clamp(n, 0, rows - 1);
-    const Type weight_type = w_t.type();
+    const bool as_bits = w_t.type() == UInt(16) && storage.bits() == 16;
+    if (w_t.type() != storage && !as_bits) {
+        throw CompileError(name + ": weights of type " + type_name(w_t.type()) + " for storage " +
+                           type_name(storage));
+    }
+    const auto weight = [&](const Expr &o, const Expr &f) {
+        const Expr w = w_t(o, f);
+        return as_bits ? storage_bits_as_float(w, storage) : cast<float>(w);
+    };
+    // Weights as bits take their operands rounded in integer arithmetic as well, for the same
+    // reason; otherwise in the storage type, which is what matches vdpbf16ps.
+    const auto rounded = [&](const Expr &v) {
+        return as_bits ? round_operand_bits(v, storage) : cast(storage, v);
+    };
     // The sum starts from the bias, not from 0: LLVM turned a register tile's zero
     // initialization into a call to memset (perf: 1-2% of a forward).
     p.acc(o, n) = bias(o);
-    if (weight_type == BFloat(16)) {
+    if (storage == BFloat(16)) {
         p.paired = true;
         p.r = RDom(0, kWeightPairs, 0, (p.in_features + 1) / kWeightPairs, name + "_r");
         Var f("f"), m("m");
         p.operand = Func(name + "_operand");
         const Expr feature = min(f, p.in_features - 1);
-        p.operand(f, m) = select(
-            f < p.in_features, cast(weight_type, x(feature % group_size, feature / group_size, m)),
-            cast(weight_type, 0.0f));
+        const Expr value = x(feature % group_size, feature / group_size, m);
+        p.operand(f, m) = select(f < p.in_features, rounded(value), rounded(0.0f));
         p.acc(o, n) +=
-            cast<float>(p.operand(2 * p.r.y + p.r.x, row)) * cast<float>(w_t(2 * o + p.r.x, p.r.y));
+            cast<float>(p.operand(2 * p.r.y + p.r.x, row)) * weight(2 * o + p.r.x, p.r.y);
     } else {
         p.r = RDom(0, group_size, 0, groups, name + "_r");
         Func operand = x;
-        if (weight_type != Float(32)) {
+        if (storage != Float(32)) {
             Var d("d"), g("g"), m("m");
             p.operand = Func(name + "_operand");
-            p.operand(d, g, m) = round_operand(x(d, g, m), weight_type);
+            p.operand(d, g, m) = as_bits ? round_operand_bits(x(d, g, m), storage)
+                                         : round_operand(x(d, g, m), storage);
             operand = p.operand;
         }
-        const Expr weight = cast<float>(w_t(o, p.r.y * group_size + p.r.x));
-        p.acc(o, n) += operand(p.r.x, p.r.y, row) * weight;
+        p.acc(o, n) += operand(p.r.x, p.r.y, row) * weight(o, p.r.y * group_size + p.r.x);
     }
     p.result(o, n) = p.acc(o, n);
     return p;
+}
+
+Expr storage_bits_as_float(const Expr &bits, const Type &storage) {
+    const Expr u = cast<uint32_t>(bits);
+    if (storage == BFloat(16)) return reinterpret<float>(u << 16);
+    if (storage != Float(16)) throw CompileError("not a 16-bit storage: " + type_name(storage));
+    const Expr sign = (u & 0x8000) << 16, exponent = (u >> 10) & 0x1f, mantissa = u & 0x3ff;
+    // Normal numbers rebias the exponent (15 to 127); infinities and NaNs keep all ones.
+    const Expr normal = sign | ((exponent + 112) << 23) | (mantissa << 13);
+    const Expr special = sign | 0x7f800000 | (mantissa << 13);
+    // Subnormals and zero: mantissa x 2^-24, exact in float32.
+    const Expr tiny = cast<float>(mantissa) * (1.0f / 16777216.0f);
+    return select(exponent == 0, select(sign != 0, -tiny, tiny),
+                  reinterpret<float>(select(exponent == 31, special, normal)));
+}
+
+Expr round_operand_bits(const Expr &x, const Type &type) {
+    constexpr float kLargestHalf = 65504.0f;
+    const Expr v = type == Float(16) ? clamp(x, -kLargestHalf, kLargestHalf) : x;
+    const Expr u = reinterpret<uint32_t>(v);
+    // Round to nearest even at the format's last mantissa bit: bit 16 (bfloat16's 7 bits) or
+    // bit 13 (float16's 10), carrying into the exponent as the format's own rounding does.
+    const int dropped = type == BFloat(16) ? 16 : 13;
+    const Expr half_ulp = Internal::make_const(UInt(32), (1u << (dropped - 1)) - 1);
+    const Expr keep = Internal::make_const(UInt(32), ~((1u << dropped) - 1));
+    Expr r = reinterpret<float>((u + half_ulp + ((u >> dropped) & 1)) & keep);
+    if (type == Float(16)) {
+        // Below float16's smallest normal, 2^-14, its step is 2^-24: round (to nearest even)
+        // in units of it.
+        constexpr float kStep = 1.0f / 16777216.0f;
+        r = select(abs(v) < 1.0f / 16384.0f, round(v * (1.0f / kStep)) * kStep, r);
+    }
+    return select(is_nan(x), x, r);
 }
 
 Expr round_operand(const Expr &x, const Type &type) {

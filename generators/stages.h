@@ -36,14 +36,26 @@ struct ProjectionStage {
 };
 
 // x(d, g, n) is read at rows clamp(n, 0, rows - 1) so that a schedule may compute whole
-// register tiles past the last row without reading outside the input. w_t may hold float32,
-// bfloat16 or float16: the products then take x rounded to that type (round_operand) and the
-// weights, both exact in float32, and accumulate in float32. Bfloat16 weights come in pairs:
-// w_t(2 o + f % 2, f / 2) is the weight of output o and input f.
+// register tiles past the last row without reading outside the input. The weights are stored as
+// `storage`, float32, bfloat16 or float16: the products then take x rounded to that type
+// (round_operand) and the weights, both exact in float32, and accumulate in float32. Bfloat16
+// weights come in pairs: w_t(2 o + f % 2, f / 2) is the weight of output o and input f. w_t
+// holds `storage` itself, or for the 16-bit formats their bit patterns as uint16 (GPU targets:
+// see storage_bits_as_float).
 ProjectionStage define_projection(const std::string &name, const Halide::Func &x,
                                   const Halide::Expr &group_size, const Halide::Expr &groups,
                                   const Halide::Expr &rows, const Halide::Func &w_t,
-                                  const Halide::Func &bias);
+                                  const Halide::Func &bias, const Halide::Type &storage);
+
+// round_operand in integer arithmetic, for kernels that take their weights as bits
+// (storage_bits_as_float): the same values, with no 16-bit float type in the kernel.
+Halide::Expr round_operand_bits(const Halide::Expr &x, const Halide::Type &type);
+
+// A 16-bit float's bits (uint16: bfloat16 or IEEE float16 as `storage` says) as the float32 of
+// the same value, in integer arithmetic. Halide 21 cannot load 16-bit floats in OpenCL C without
+// the cl_half feature (which NVIDIA's OpenCL lacks), and its PTX backend failed an LLVM assertion
+// ("Invalid cast!") on bfloat16 weights; the bits as uint16 need neither.
+Halide::Expr storage_bits_as_float(const Halide::Expr &bits, const Halide::Type &storage);
 
 // x rounded to nearest (even) in `type` (bfloat16 or float16) and widened back to float32.
 // Float16 saturates at +-65504, its largest finite value, so that an activation beyond its range

@@ -20,19 +20,23 @@
 namespace attngen::rt {
 
 // A packed projection's weight and bias as kernel buffers over its storage: the weight of the
-// projection's precision (a bfloat16 or float16 buffer over its bits), the bias float32.
+// projection's precision (a bfloat16 or float16 buffer over its bits), the bias float32. GPU
+// kernels take the 16-bit formats as their bits, uint16 (generators/stages.h,
+// storage_bits_as_float): `as_bits` types the buffer so.
 struct ProjectionBuffers {
     std::optional<TensorBuffer<float, 2>> float_weight;
     std::optional<TensorBuffer<uint16_t, 2>> half_weight;
     TensorBuffer<float, 1> bias;
 
-    explicit ProjectionBuffers(const PackedProjection &p) : bias(p.bias.data(), {p.padded_out}) {
+    explicit ProjectionBuffers(const PackedProjection &p, bool as_bits = false)
+        : bias(p.bias.data(), {p.padded_out}) {
         if (p.precision == ATTNGEN_PRECISION_F32) {
             float_weight.emplace(p.weight.data(), std::array<int32_t, 2>{p.in, p.padded_out});
         } else {
             half_weight.emplace(p.weight_bits.data(),
                                 std::array<int32_t, 2>{p.stored_rows(), p.stored_columns()},
-                                std::array<bool, 2>{}, precision_type(p.precision));
+                                std::array<bool, 2>{},
+                                as_bits ? halide_type_of<uint16_t>() : precision_type(p.precision));
         }
     }
     halide_buffer_t *weight() { return float_weight ? float_weight->get() : half_weight->get(); }

@@ -17,11 +17,19 @@
 #include "attngen_mha_forward_weights_cpu.h"
 #include "attngen_mha_forward_weights_f16_cpu.h"
 #ifdef ATTNGEN_HAVE_CUDA
+#include "attngen_mha_forward_bf16_cuda.h"
 #include "attngen_mha_forward_cuda.h"
+#include "attngen_mha_forward_f16_cuda.h"
+#include "attngen_mha_forward_weights_bf16_cuda.h"
 #include "attngen_mha_forward_weights_cuda.h"
+#include "attngen_mha_forward_weights_f16_cuda.h"
 #endif
 #ifdef ATTNGEN_HAVE_OPENCL
+#include "attngen_mha_forward_bf16_opencl.h"
+#include "attngen_mha_forward_f16_opencl.h"
 #include "attngen_mha_forward_opencl.h"
+#include "attngen_mha_forward_weights_bf16_opencl.h"
+#include "attngen_mha_forward_weights_f16_opencl.h"
 #include "attngen_mha_forward_weights_opencl.h"
 #endif
 #include "compact_upload.h"
@@ -52,32 +60,35 @@ struct MhaKernels {
     const char *probs_name;
 };
 
+// A device's kernels of one precision, by the names the build gives them (suffix: cpu,
+// bf16_cpu, f16_cuda, ...).
+#define ATTNGEN_FORWARD_KERNELS(suffix)                                            \
+    MhaKernels {                                                                   \
+        attngen_mha_forward_##suffix, attngen_mha_forward_weights_##suffix,        \
+            "attngen_mha_forward_" #suffix, "attngen_mha_forward_weights_" #suffix \
+    }
+// Indexed by attngen_precision (F32, BF16, F16).
+#define ATTNGEN_FORWARD_KERNELS_BY_PRECISION(device)                             \
+    std::array<MhaKernels, 3> {                                                  \
+        ATTNGEN_FORWARD_KERNELS(device), ATTNGEN_FORWARD_KERNELS(bf16_##device), \
+            ATTNGEN_FORWARD_KERNELS(f16_##device)                                \
+    }
+
 const MhaKernels &kernels_for(attngen_device device, attngen_precision precision) {
-    static const MhaKernels cpu{attngen_mha_forward_cpu, attngen_mha_forward_weights_cpu,
-                                "attngen_mha_forward_cpu", "attngen_mha_forward_weights_cpu"};
-    static const MhaKernels cpu_bf16{
-        attngen_mha_forward_bf16_cpu, attngen_mha_forward_weights_bf16_cpu,
-        "attngen_mha_forward_bf16_cpu", "attngen_mha_forward_weights_bf16_cpu"};
-    static const MhaKernels cpu_f16{
-        attngen_mha_forward_f16_cpu, attngen_mha_forward_weights_f16_cpu,
-        "attngen_mha_forward_f16_cpu", "attngen_mha_forward_weights_f16_cpu"};
+    static const auto cpu = ATTNGEN_FORWARD_KERNELS_BY_PRECISION(cpu);
 #ifdef ATTNGEN_HAVE_CUDA
-    static const MhaKernels cuda{attngen_mha_forward_cuda, attngen_mha_forward_weights_cuda,
-                                 "attngen_mha_forward_cuda", "attngen_mha_forward_weights_cuda"};
-    if (device == ATTNGEN_DEVICE_CUDA) return cuda;
+    static const auto cuda = ATTNGEN_FORWARD_KERNELS_BY_PRECISION(cuda);
+    if (device == ATTNGEN_DEVICE_CUDA) return cuda[precision];
 #endif
 #ifdef ATTNGEN_HAVE_OPENCL
-    static const MhaKernels opencl{attngen_mha_forward_opencl, attngen_mha_forward_weights_opencl,
-                                   "attngen_mha_forward_opencl",
-                                   "attngen_mha_forward_weights_opencl"};
-    if (device == ATTNGEN_DEVICE_OPENCL) return opencl;
+    static const auto opencl = ATTNGEN_FORWARD_KERNELS_BY_PRECISION(opencl);
+    if (device == ATTNGEN_DEVICE_OPENCL) return opencl[precision];
 #endif
     (void)device;  // only devices that passed gpu_interface_or_fail get here
-    // GPU handles are float32 (resolve_config).
-    if (precision == ATTNGEN_PRECISION_BF16) return cpu_bf16;
-    if (precision == ATTNGEN_PRECISION_F16) return cpu_f16;
-    return cpu;
+    return cpu[precision];
 }
+#undef ATTNGEN_FORWARD_KERNELS_BY_PRECISION
+#undef ATTNGEN_FORWARD_KERNELS
 
 }  // namespace
 

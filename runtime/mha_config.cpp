@@ -56,11 +56,6 @@ attngen_status resolve_heads_and_positions(const attngen_mha_config &c, Resolved
         return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
                     "config.precision is not an attngen_precision: " + std::to_string(precision));
     }
-    if (precision != ATTNGEN_PRECISION_F32 && r->device != ATTNGEN_DEVICE_CPU) {
-        return fail(ATTNGEN_ERROR_UNSUPPORTED,
-                    "config.precision: GPU handles compute in float32 only in this build "
-                    "(ATTNGEN_PRECISION_F32); bfloat16 and float16 run on the CPU");
-    }
     r->precision = c.precision;
 
     const int32_t rope = raw_enum_value(c.rope);

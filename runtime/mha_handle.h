@@ -28,10 +28,11 @@ struct ProjectionWeights {
     DeviceScratch device_copies;
 
     attngen_status upload(attngen_device device) {
-        wq = std::make_unique<ProjectionBuffers>(q);
-        wk = std::make_unique<ProjectionBuffers>(k);
-        wv = std::make_unique<ProjectionBuffers>(v);
-        wo = std::make_unique<ProjectionBuffers>(o);
+        const bool as_bits = device != ATTNGEN_DEVICE_CPU;
+        wq = std::make_unique<ProjectionBuffers>(q, as_bits);
+        wk = std::make_unique<ProjectionBuffers>(k, as_bits);
+        wv = std::make_unique<ProjectionBuffers>(v, as_bits);
+        wo = std::make_unique<ProjectionBuffers>(o, as_bits);
         if (device == ATTNGEN_DEVICE_CPU) return ATTNGEN_OK;
         const halide_device_interface_t *interface = gpu_interface_or_fail(device);
         for (ProjectionBuffers *b : {wq.get(), wk.get(), wv.get(), wo.get()}) {

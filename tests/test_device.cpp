@@ -230,9 +230,20 @@ class DeviceBuffer {
     attngen_status status_;
 };
 
+// In every precision: a half-precision handle's weights live on the device as their bits.
+void CheckDeviceAddressesMatchHostPointers(attngen_precision precision);
+
 TEST_F(DeviceTest, DeviceAddressesMatchHostPointers) {
+    for (attngen_precision p :
+         {ATTNGEN_PRECISION_F32, ATTNGEN_PRECISION_BF16, ATTNGEN_PRECISION_F16}) {
+        SCOPED_TRACE("precision " + std::to_string(int(p)));
+        CheckDeviceAddressesMatchHostPointers(p);
+    }
+}
+
+void CheckDeviceAddressesMatchHostPointers(attngen_precision precision) {
     const attngen_device device = DeviceUnderTest();
-    MhaTester t = Tester();
+    MhaTester t = MhaTester().device(device).precision(precision);
     t.d_model(12).num_heads(3).batch(2).q_len(5).kv_len(7).causal(ATTNGEN_CAUSAL_TOP_LEFT);
     const attngen_mha_config config = t.config();
     attngen_mha *raw = nullptr;

@@ -273,21 +273,5 @@ TEST(PrecisionErrors, Float16CacheRefusesKeysBeyondItsRangeAndAppendsNothing) {
     EXPECT_EQ(lengths[0], 1);
 }
 
-// GPU handles are float32 in this build: they say so instead of computing in another precision.
-TEST(PrecisionErrors, GpuHandlesRefuseHalfPrecision) {
-    for (attngen_device device : {ATTNGEN_DEVICE_CUDA, ATTNGEN_DEVICE_OPENCL}) {
-        attngen_mha_config c = Float16Config();
-        c.device = device;
-        c.precision = ATTNGEN_PRECISION_F32;
-        attngen_mha *raw = nullptr;
-        if (attngen_mha_create(&c, &raw) != ATTNGEN_OK) continue;  // no such device here
-        attngen_mha_destroy(raw);
-        c.precision = ATTNGEN_PRECISION_BF16;
-        EXPECT_EQ(attngen_mha_create(&c, &raw), ATTNGEN_ERROR_UNSUPPORTED);
-        EXPECT_NE(std::strstr(attngen_last_error(), "float32 only"), nullptr)
-            << attngen_last_error();
-    }
-}
-
 }  // namespace
 }  // namespace attngen_test

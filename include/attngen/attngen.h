@@ -75,7 +75,7 @@ typedef enum attngen_precision {
                                    65504, an append refuses projected keys or values beyond it,
                                    and projection inputs beyond it saturate */
 } attngen_precision;            /* activations at the API stay float32 in every precision;
-                                   BF16 and F16 on CPU handles only (GPU: UNSUPPORTED) */
+                                   every device takes every precision (KV caches: CPU only) */
 
 typedef enum attngen_rope {
     ATTNGEN_ROPE_NONE = 0,

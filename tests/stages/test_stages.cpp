@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include <attngen/attngen.h>
+#include <attngen/detail/half_precision.h>
 #include "Halide.h"
 #include "layout.h"
 #include "reference.h"
@@ -250,8 +252,8 @@ struct ProjectionPipeline {
         const Expr in = x.dim(0).extent();
         const Expr size = group_size > 0 ? Expr(group_size) : in;
         x_rows(d, g, n) = x(g * size + d, n);
-        attngen::ProjectionStage p = attngen::define_projection("proj", x_rows, size, in / size,
-                                                                x.dim(1).extent(), w_t, bias);
+        attngen::ProjectionStage p = attngen::define_projection(
+            "proj", x_rows, size, in / size, x.dim(1).extent(), w_t, bias, Float(32));
         attngen::schedule_projection_cpu(p, target, knobs, rows);
         result = p.result;
         result.compile_jit(target);
@@ -419,3 +421,83 @@ TEST(Rope, MatchesTheFormulaAtLargePositions) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The 16-bit formats in integer arithmetic (GPU kernels take their weights as bits): every
+// pattern decodes to the value the runtime's own conversion gives, and operands round exactly
+// as Halide's casts (the CPU kernels') round them.
+
+namespace attngen_half_test {
+
+// Runs f(x) -> float over the inputs on the host, JIT.
+std::vector<float> realize_over(const std::vector<float> &inputs,
+                                const std::function<Expr(const Expr &)> &f) {
+    Buffer<float> in(int(inputs.size()));
+    std::memcpy(in.data(), inputs.data(), inputs.size() * sizeof(float));
+    Var i("i");
+    Func g("g");
+    g(i) = f(in(i));
+    g.vectorize(i, 8);
+    Buffer<float> out = g.realize({int(inputs.size())});
+    return std::vector<float>(out.data(), out.data() + inputs.size());
+}
+
+bool same_float(float a, float b) {
+    return (std::isnan(a) && std::isnan(b)) || to_bits(a) == to_bits(b);
+}
+
+}  // namespace attngen_half_test
+
+TEST(HalfBits, EveryPatternDecodesToTheFormatsValue) {
+    Buffer<uint16_t> bits(65536);
+    for (int k = 0; k < 65536; ++k) bits(k) = uint16_t(k);
+    for (const Type &t : {BFloat(16), Float(16)}) {
+        SCOPED_TRACE(t == Float(16) ? "float16" : "bfloat16");
+        Var i("i");
+        Func decoded("decoded");
+        decoded(i) = attngen::storage_bits_as_float(bits(i), t);
+        Buffer<float> got = decoded.realize({65536});
+        for (int k = 0; k < 65536; ++k) {
+            const float want = t == Float(16) ? attngen::rt::from_float16(uint16_t(k))
+                                              : attngen::rt::from_bfloat16(uint16_t(k));
+            ASSERT_TRUE(attngen_half_test::same_float(got(k), want))
+                << "bits 0x" << std::hex << k << ": " << got(k) << " against " << want;
+        }
+    }
+}
+
+TEST(HalfBits, OperandsRoundAsHalidesCastsRound) {
+    // Every 62465th float by bit pattern (about 69000, every exponent of both signs), and the
+    // edges: float16's range (65504, the last value below the rounding boundary at 65520, and
+    // beyond), its subnormals and their ties, bfloat16's overflow to infinity, infinities and NaN.
+    std::vector<float> inputs;
+    for (uint64_t u = 0; u <= 0xffffffffull; u += 61 * 1024 + 1)
+        inputs.push_back(from_bits(uint32_t(u)));
+    for (float x :
+         {65504.0f, 65519.996f, 65520.0f, 1e30f, std::ldexp(1.0f, -24), std::ldexp(1.0f, -25),
+          std::ldexp(3.0f, -25), std::ldexp(1.0f, -14), std::ldexp(1023.5f, -24),
+          std::numeric_limits<float>::max(), std::numeric_limits<float>::infinity(),
+          std::numeric_limits<float>::quiet_NaN(), 0.0f, 1.0f + std::ldexp(1.0f, -8),
+          1.0f + std::ldexp(3.0f, -8), 1.0f + std::ldexp(1.0f, -11)}) {
+        inputs.push_back(x);
+        inputs.push_back(-x);
+    }
+    for (const Type &t : {BFloat(16), Float(16)}) {
+        SCOPED_TRACE(t == Float(16) ? "float16" : "bfloat16");
+        const std::vector<float> by_cast = attngen_half_test::realize_over(
+            inputs, [&](const Expr &x) { return attngen::round_operand(x, t); });
+        const std::vector<float> by_bits = attngen_half_test::realize_over(
+            inputs, [&](const Expr &x) { return attngen::round_operand_bits(x, t); });
+        for (size_t k = 0; k < inputs.size(); ++k) {
+            if (std::isnan(inputs[k])) {
+                // Halide 21's emulated bfloat16 cast rounds a NaN whose payload lies in the
+                // dropped bits alone to infinity (0x7f8049c5 gave inf); a NaN stays NaN here.
+                ASSERT_TRUE(std::isnan(by_bits[k])) << "bits 0x" << std::hex << to_bits(inputs[k]);
+                continue;
+            }
+            ASSERT_TRUE(attngen_half_test::same_float(by_bits[k], by_cast[k]))
+                << "x = " << inputs[k] << " (bits 0x" << std::hex << to_bits(inputs[k])
+                << "): " << by_bits[k] << " against " << by_cast[k];
+        }
+    }
+}
