@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -71,11 +72,10 @@ void time_device_calls(benchmark::State &state, Call &&call, double flops) {
         benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BM_MhaForwardDevice(benchmark::State &state, Shape s) {
+void BM_MhaForwardDevice(benchmark::State &state, Shape s, attngen_precision precision) {
     const attngen_device device = bench_device();
-    const attngen_mha_config config{
-        s.d_model,         s.heads, 0,   0, 0, 1, device, 0, 0, ATTNGEN_PRECISION_F32,
-        ATTNGEN_ROPE_NONE, 0,       0.0f};
+    const attngen_mha_config config{s.d_model, s.heads,           0, 0,   0, 1, device, 0, 0,
+                                    precision, ATTNGEN_ROPE_NONE, 0, 0.0f};
     attngen_mha *m = nullptr;
     if (attngen_mha_create(&config, &m) != ATTNGEN_OK) {
         state.SkipWithError(attngen_last_error());
@@ -143,10 +143,16 @@ void register_benchmarks() {
     // The GPU issue's long self-attention: 32768 tokens, BERT-base's width.
     shapes.push_back({"long-self-32k", 1, 32768, 32768, 768, 12, false, false});
     for (const Shape &s : shapes) {
-        benchmark::RegisterBenchmark((std::string("mha_forward_device/") + s.name).c_str(),
-                                     BM_MhaForwardDevice, s)
-            ->Unit(benchmark::kMillisecond)
-            ->UseRealTime();
+        // Half-precision handles hold half the bytes of weights; they multiply float32.
+        for (const auto &[prefix, precision] :
+             {std::pair{"mha_forward_device/", ATTNGEN_PRECISION_F32},
+              std::pair{"mha_forward_device_bf16/", ATTNGEN_PRECISION_BF16},
+              std::pair{"mha_forward_device_f16/", ATTNGEN_PRECISION_F16}}) {
+            benchmark::RegisterBenchmark((std::string(prefix) + s.name).c_str(),
+                                         BM_MhaForwardDevice, s, precision)
+                ->Unit(benchmark::kMillisecond)
+                ->UseRealTime();
+        }
         benchmark::RegisterBenchmark((std::string("sdpa_device/") + s.name).c_str(), BM_SdpaDevice,
                                      s)
             ->Unit(benchmark::kMillisecond)

@@ -107,7 +107,7 @@ class AttngenGenerator : public Generator<T> {
         if (weights != nullptr) *weights = a.probs;
         if (this->using_autoscheduler()) return a.out;
         if (t.has_gpu_feature()) {
-            schedule_attention_gpu(a, gpu_knobs(), weights != nullptr);
+            schedule_attention_gpu(a, gpu_knobs());  // with weights: flash ran above otherwise
         } else {
             schedule_attention_cpu(a, t, cpu_knobs(), weights != nullptr);
         }

@@ -95,8 +95,7 @@ void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &request
     register_tile(p.acc, p.o, p.n, {p.r.x, p.r.y}, tile);
 }
 
-void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested,
-                            bool weights_output) {
+void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested) {
     const GpuScheduleKnobs knobs = resolve_gpu_knobs(requested);
     const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
 
@@ -119,47 +118,31 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested
         register_tile(a.packed.score, j, i, {a.packed.r_dot}, kScoreThreadTile);
     }
 
-    // Softmax statistics: kReductionLanes x query_block threads per block each reduce every
-    // kReductionLanes-th key of their row. With the weights as an output they are computed
-    // per block inside the weights kernel. Without, the row maxima and inverse sums are two
-    // small kernels of their own: computed inside the output kernel instead, with its
-    // multi-tile key loop, the OpenCL build gave wrong outputs for kv_len > key_block (seen
-    // on PoCL with the device suite; not understood yet, so not fused).
+    // The probabilities (the weights output), with their softmax statistics computed per block
+    // inside the same kernel: kReductionLanes x query_block threads each reduce every
+    // kReductionLanes-th key of their row. (Without the weights output the flash kernel runs,
+    // whose statistics are per key block; an older schedule of this stage for that case, with
+    // the statistics as kernels of their own, was never reached after the flash kernel landed
+    // and is gone.)
     const Var out_block =
         gpu_query_blocks(a.out, c, i, h, b, knobs.gpu_query_block, kFeatureThreads);
-    const auto lane_reduction_at = [&](Func f, const Func &at, const Var &block) {
-        f.compute_at(at, block).gpu_threads(u, i);
-        f.update(0).gpu_threads(u, i);
-        f.update(1).gpu_threads(i);
-    };
-    const auto row_reduction_at = [&](Func f, const Func &at, const Var &block) {
-        f.compute_at(at, block).gpu_threads(i);
-        f.update().gpu_threads(i);
-    };
-    if (weights_output) {
-        const Var block =
-            gpu_query_blocks(a.probs, j, i, h, b, knobs.gpu_query_block, knobs.gpu_key_block);
-        lane_reduction_at(a.max_lanes, a.probs, block);
-        lane_reduction_at(a.sum_lanes, a.probs, block);
-        row_reduction_at(a.row_max, a.probs, block);
-        row_reduction_at(a.row_sum, a.probs, block);
-        a.inv_sum.compute_at(a.probs, block).gpu_threads(i);
-    } else {
-        Var io("io"), ii("ii");
-        for (Stage s : {Stage(a.row_max), a.row_max.update(), Stage(a.inv_sum)}) {
-            s.split(i, io, ii, knobs.gpu_query_block, kExact).gpu_blocks(io, h, b).gpu_threads(ii);
-        }
-        a.row_max.compute_root();
-        a.inv_sum.compute_root();
-        lane_reduction_at(a.max_lanes, a.row_max, io);
-        lane_reduction_at(a.sum_lanes, a.inv_sum, io);
-        row_reduction_at(a.row_sum, a.inv_sum, io);
+    const Var block =
+        gpu_query_blocks(a.probs, j, i, h, b, knobs.gpu_query_block, knobs.gpu_key_block);
+    for (Func lanes : {a.max_lanes, a.sum_lanes}) {
+        lanes.compute_at(a.probs, block).gpu_threads(u, i);
+        lanes.update(0).gpu_threads(u, i);
+        lanes.update(1).gpu_threads(i);
     }
+    for (Func row : {a.row_max, a.row_sum}) {
+        row.compute_at(a.probs, block).gpu_threads(i);
+        row.update().gpu_threads(i);
+    }
+    a.inv_sum.compute_at(a.probs, block).gpu_threads(i);
 
     // probs x values: the block's accumulators (query_block x dv) live in shared memory; per
     // tile of key_block keys, the values are staged in shared memory by all threads, then each
-    // thread accumulates its features. The probabilities are read where they are (the weights
-    // output, or computed inline from the scores): a staged tile of them was bounded through
+    // thread accumulates its features. The probabilities are read where they are, in the weights
+    // output: a staged tile of them was bounded through
     // the clamped row index, which Halide's bounds cannot tie to the block, so it had q_len x
     // key_block threads and shared floats (first run on an H100: cuLaunchKernel refused every
     // call with q_len > 32, CUDA_ERROR_INVALID_VALUE; PoCL past its 4096 work-items).

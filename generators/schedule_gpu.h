@@ -24,9 +24,11 @@ GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs knobs);
 // result is computed at root as one kernel of register-tiled threads.
 void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &knobs);
 
-// Scores are one tiled kernel; softmax statistics and probs x values are fused into one kernel
-// per block of queries (a second when the weights are an output). See schedule_gpu.cpp.
-void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &knobs, bool weights_output);
+// The attention that materializes the probabilities, for the weights output (without it the
+// flash kernel runs): scores are one tiled kernel, the probabilities one kernel per block of
+// queries with its softmax statistics fused into it, probs x values one more. See
+// schedule_gpu.cpp.
+void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &knobs);
 
 // The flash attention (define_flash_attention with fixed blocks of gpu_query_block queries and
 // gpu_key_block keys): one kernel, a GPU block per query block streaming the key blocks, with
