@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "device_under_test.h"
+#include "half_precision_cases.h"
 #include "mha_tester.h"
 
 namespace attngen_test {
@@ -39,26 +40,13 @@ TEST_P(DevicePrecision, TileEdges) {
     Model(32, 4).use_bias(false).batch(2).q_len(40).kv_len(70).with_weights(false).Test();
 }
 
-// Every mask kind, a fully masked item (kv_length 0) and huge logits.
 TEST_P(DevicePrecision, MasksAndHugeLogits) {
-    for (const auto &[q_len, kv_len] : std::vector<std::pair<int, int>>{{4, 7}, {7, 4}}) {
-        for (attngen_causal causal : {ATTNGEN_CAUSAL_TOP_LEFT, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
-            Model(12, 2).batch(3).q_len(q_len).kv_len(kv_len).causal(causal).Test();
-        }
-        MhaTester t = Model(12, 2);
-        t.batch(3).q_len(q_len).kv_len(kv_len).kv_lengths({kv_len, 0, kv_len / 2});
-        t.bool_mask(3, 0.3).additive(3, 2, 0.15).causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT);
-        t.TestWithAndWithoutWeights();
-    }
-    Model(16, 2).batch(1).q_len(6).kv_len(9).input_scale(30.0f).TestWithAndWithoutWeights();
+    CheckMasksAndHugeLogits(MhaTester().device(DeviceUnderTest()).precision(GetParam()));
 }
 
 TEST_P(DevicePrecision, GroupedHeadsRotaryAndValueHeadSize) {
-    Model(32, 8).num_kv_heads(2).batch(2).q_len(5).kv_len(9).TestWithAndWithoutWeights();
-    Model(32, 4).num_kv_heads(1).batch(1).q_len(7).kv_len(7).Test();
-    Model(32, 4).rope(ATTNGEN_ROPE_HALF).batch(2).q_len(3).kv_len(8).Test();
-    Model(32, 4).rope(ATTNGEN_ROPE_INTERLEAVED, 4).batch(1).q_len(8).kv_len(5).Test();
-    Model(24, 4).num_kv_heads(2).v_head_dim(5).batch(2).q_len(4).kv_len(6).Test();
+    CheckGroupedHeadsRotaryAndValueHeadSize(
+        MhaTester().device(DeviceUnderTest()).precision(GetParam()));
 }
 
 // The tutorials' MHA shapes (tests/test_tutorial.cpp).

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "decode_tester.h"
+#include "half_precision_cases.h"
 #include "mha_tester.h"
 #include "test_util.h"
 
@@ -61,19 +62,8 @@ TEST_P(HalfPrecision, SequenceLengths) {
     }
 }
 
-// Every mask kind, a fully masked item (kv_length 0) and huge logits.
 TEST_P(HalfPrecision, MasksAndHugeLogits) {
-    for (const auto &[q_len, kv_len] : std::vector<std::pair<int, int>>{{4, 7}, {7, 4}}) {
-        for (attngen_causal causal : {ATTNGEN_CAUSAL_TOP_LEFT, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
-            Model(12, 2).batch(3).q_len(q_len).kv_len(kv_len).causal(causal).Test();
-        }
-        MhaTester t = Model(12, 2);
-        t.batch(3).q_len(q_len).kv_len(kv_len).kv_lengths({kv_len, 0, kv_len / 2});
-        t.bool_mask(3, 0.3).additive(3, 2, 0.15).causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT);
-        t.with_weights(true).Test();
-        t.with_weights(false).Test();
-    }
-    Model(16, 2).batch(1).q_len(6).kv_len(9).input_scale(30.0f).with_weights(true).Test();
+    CheckMasksAndHugeLogits(MhaTester().precision(GetParam()));
 }
 
 // A model large enough for the projections' register tiles, row blocks and parallel panels.
@@ -83,11 +73,7 @@ TEST_P(HalfPrecision, LargerModel) {
 }
 
 TEST_P(HalfPrecision, GroupedHeadsRotaryAndValueHeadSize) {
-    Model(32, 8).num_kv_heads(2).batch(2).q_len(5).kv_len(9).with_weights(true).Test();
-    Model(32, 4).num_kv_heads(1).batch(1).q_len(7).kv_len(7).Test();
-    Model(32, 4).rope(ATTNGEN_ROPE_HALF).batch(2).q_len(3).kv_len(8).Test();
-    Model(32, 4).rope(ATTNGEN_ROPE_INTERLEAVED, 4).batch(1).q_len(8).kv_len(5).Test();
-    Model(24, 4).num_kv_heads(2).v_head_dim(5).batch(2).q_len(4).kv_len(6).Test();
+    CheckGroupedHeadsRotaryAndValueHeadSize(MhaTester().precision(GetParam()));
 }
 
 // The tutorials' MHA shapes (tests/test_tutorial.cpp) in the handle's precision.
