@@ -201,8 +201,6 @@ Verdict create_verdict(const attngen_mha_config &c) {
     if (precision != ATTNGEN_PRECISION_F32 && precision != ATTNGEN_PRECISION_BF16 &&
         precision != ATTNGEN_PRECISION_F16) {
         v.invalid(kInvalid, "unknown config.precision");
-    } else if (precision != ATTNGEN_PRECISION_F32 && device != ATTNGEN_DEVICE_CPU) {
-        v.invalid(ATTNGEN_ERROR_UNSUPPORTED, "BF16 and F16 run on the CPU only");
     }
     const int32_t rope = raw(c.rope);
     const bool rope_known =
