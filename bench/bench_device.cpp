@@ -1,7 +1,9 @@
 // Google Benchmark suite for the GPU: attngen_mha_forward_device and attngen_sdpa_device (the
 // attention alone) on device-resident inputs (no host copies), at the named shapes and the GPU
 // issue's long self-attention, with GFLOP/s as a rate counter (FLOPs counted as bench_shapes.h
-// does).
+// does); and decode_device/, one decoding step of a GPU handle's KV cache at the decode shapes
+// (decode_step.h: host tokens in and out, the cache on the device), with GB/s of the bytes it
+// must read.
 //
 //   ATTNGEN_BENCH_DEVICE=cuda build/bench/attngen_bench_device --benchmark_min_time=1s
 //
@@ -11,6 +13,7 @@
 #include <benchmark/benchmark.h>
 
 #include "bench_shapes.h"
+#include "decode_step.h"
 
 #include <chrono>
 #include <cmath>
@@ -157,6 +160,19 @@ void register_benchmarks() {
                                      s)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();
+    }
+    for (const attngen::DecodeShape &s : attngen::decode_shapes()) {
+        for (const auto &[prefix, precision] :
+             {std::pair{"decode_device/", ATTNGEN_PRECISION_F32},
+              std::pair{"decode_device_bf16/", ATTNGEN_PRECISION_BF16}}) {
+            benchmark::RegisterBenchmark((std::string(prefix) + s.name).c_str(),
+                                         [s, precision = precision](benchmark::State &state) {
+                                             run_decode_steps(state, s, precision, bench_device(),
+                                                              nullptr);
+                                         })
+                ->Unit(benchmark::kMillisecond)
+                ->UseRealTime();
+        }
     }
 }
 

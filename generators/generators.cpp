@@ -139,14 +139,11 @@ class AttngenGenerator : public Generator<T> {
         return rotated;
     }
 
-    // Only the fused forward has GPU schedules: the C API runs sdpa and linear on the CPU.
+    // attngen_linear runs on the CPU only: the C API has no GPU entry point for it.
     void require_cpu_target() const {
         const Target t = this->get_target();
         if (t.has_gpu_feature()) {
-            throw CompileError(
-                "only attngen_mha_forward and attngen_sdpa have GPU schedules; "
-                "target: " +
-                t.to_string());
+            throw CompileError("this generator has no GPU schedule; target: " + t.to_string());
         }
     }
 };
@@ -434,13 +431,12 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
     Output<Buffer<void, 4>> v_rows{"v_rows"};  // (v_head_dim, len, kv_heads, batch)
 
     void configure() {
-        const Type t = storage_type(precision);
+        const Type t = weight_buffer_type(precision, get_target());
         for (auto *w : {&wk_t, &wv_t}) w->set_type(t);
         for (auto *rows : {&k_rows, &v_rows}) rows->set_type(t);
     }
 
     void generate() {
-        require_cpu_target();
         const Expr len = key.dim(1).extent(), batch = key.dim(2).extent();
         ProjectionStage pk =
             define_projection("k_proj", as_rows(bounded(key), len), key.dim(0).extent(), 1,
@@ -457,8 +453,15 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
         Func kr =
             rotary("k_rotated", kh, RopeInputs{rope, rotary_dim, bounded(rope_inv_freq)}, position);
         const Type stored = storage_type(precision);
-        k_rows(l, d, hk, b) = cast(stored, kr(d, l, hk, b));
-        v_rows(c, l, hk, b) = cast(stored, vh(c, l, hk, b));
+        const Target t = get_target();
+        // GPU kernels hold no 16-bit float type: the rounding to the format is integer arithmetic
+        // there, with the same results (tests/stages: HalfBits).
+        const auto store = [&](const Expr &x) {
+            if (stored.bits() == 16 && t.has_gpu_feature()) return float_to_storage_bits(x, stored);
+            return cast(stored, x);
+        };
+        k_rows(l, d, hk, b) = store(kr(d, l, hk, b));
+        v_rows(c, l, hk, b) = store(vh(c, l, hk, b));
 
         key.set_estimates({{0, kEstModel}, {0, 1}, {0, 8}});
         value.set_estimates({{0, kEstModel}, {0, 1}, {0, 8}});
@@ -473,7 +476,12 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
         k_rows.set_estimates({{0, 1}, {0, kEstHeadDim}, {0, kEstHeads}, {0, 8}});
         v_rows.set_estimates({{0, kEstHeadDim}, {0, 1}, {0, kEstHeads}, {0, 8}});
         if (using_autoscheduler()) return;
-        const Target t = get_target();
+        if (t.has_gpu_feature()) {
+            for (ProjectionStage *p : {&pk, &pv}) schedule_projection_gpu(*p, gpu_knobs());
+            schedule_elementwise_gpu(k_rows);
+            schedule_elementwise_gpu(v_rows);
+            return;
+        }
         for (ProjectionStage *p : {&pk, &pv}) {
             schedule_projection_cpu(*p, t, cpu_knobs(), ProjectionRows::FewOrMany);
         }
@@ -482,6 +490,98 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
         v_rows.fuse(hk, b, hb).parallel(hb).vectorize(c, t.natural_vector_size<float>(),
                                                       TailStrategy::GuardWithIf);
     }
+};
+
+// A KV cache's buffers (the decode kernels' layout) estimated for one item of 1024 positions of
+// kEstHeads heads.
+template <typename KeyBuffer, typename ValueBuffer>
+void set_cache_estimates(KeyBuffer &k_cache, ValueBuffer &v_cache) {
+    constexpr int kEstPositions = 1024;
+    k_cache.set_estimates({{0, kCacheKeyBlock},
+                           {0, kEstHeadDim},
+                           {0, kEstPositions / kCacheKeyBlock},
+                           {0, kEstHeads},
+                           {0, 1}});
+    v_cache.set_estimates({{0, kEstHeadDim}, {0, kEstPositions}, {0, kEstHeads}, {0, 1}});
+}
+
+// Rows from attngen_kv_project written into a KV cache that lives on a GPU: a scatter into the
+// cache's own buffers (k_rows' row l of batch row b goes to position positions(b) + l of item
+// items(b)), leaving every other position as it was. On the CPU the runtime copies the rows.
+class KvStoreGenerator : public AttngenGenerator<KvStoreGenerator> {
+  public:
+    GeneratorParam<Precision> precision{"precision", Precision::F32, kPrecisionNames};
+
+    Input<Buffer<void, 4>> k_rows{"k_rows"};           // (len, head_dim, kv_heads, batch)
+    Input<Buffer<void, 4>> v_rows{"v_rows"};           // (v_head_dim, len, kv_heads, batch)
+    Input<Buffer<int32_t, 1>> items{"items"};          // (batch), distinct: see below
+    Input<Buffer<int32_t, 1>> positions{"positions"};  // (batch): where row 0 goes
+    // The cache, laid out as attngen_mha_decode reads it.
+    // (kCacheKeyBlock, head_dim, blocks, kv_heads, max_batch)
+    Output<Buffer<void, 5>> k_cache{"k_cache"};
+    Output<Buffer<void, 4>> v_cache{"v_cache"};  // (v_head_dim, max_len, kv_heads, max_batch)
+
+    void configure() {
+        const Type t = weight_buffer_type(precision, get_target());
+        for (auto *rows : {&k_rows, &v_rows}) rows->set_type(t);
+        k_cache.set_type(t);
+        v_cache.set_type(t);
+    }
+
+    void generate() {
+        const Target t = get_target();
+        if (!t.has_gpu_feature()) {
+            throw CompileError("attngen_kv_store is for GPU targets; target: " + t.to_string());
+        }
+        const Type stored = weight_buffer_type(precision, t);
+        Var p("p"), d("d"), blk("blk"), hk("hk"), it("it"), c("c");
+        // Undefined: the positions not appended to keep what the cache held.
+        k_cache(p, d, blk, hk, it) = undef(stored);
+        v_cache(c, p, hk, it) = undef(stored);
+        // Clamped so that Halide can bound the writes; the runtime passes positions and items
+        // inside the cache.
+        const auto item_of = [&](const Expr &row) {
+            return clamp(items(row), 0, v_cache.dim(3).extent() - 1);
+        };
+        const auto position_of = [&](const Expr &row, const Expr &l) {
+            return clamp(positions(row) + l, 0, v_cache.dim(1).extent() - 1);
+        };
+        RDom rk(0, k_rows.dim(0).extent(), 0, k_rows.dim(1).extent(), 0, k_rows.dim(2).extent(), 0,
+                k_rows.dim(3).extent(), "rk");
+        const Expr key_position = position_of(rk.w, rk.x);
+        k_cache(key_position % kCacheKeyBlock, rk.y, key_position / kCacheKeyBlock, rk.z,
+                item_of(rk.w)) = k_rows(rk.x, rk.y, rk.z, rk.w);
+        RDom rv(0, v_rows.dim(0).extent(), 0, v_rows.dim(1).extent(), 0, v_rows.dim(2).extent(), 0,
+                v_rows.dim(3).extent(), "rv");
+        v_cache(rv.x, position_of(rv.w, rv.y), rv.z, item_of(rv.w)) =
+            v_rows(rv.x, rv.y, rv.z, rv.w);
+
+        k_rows.set_estimates({{0, 1}, {0, kEstHeadDim}, {0, kEstHeads}, {0, 1}});
+        v_rows.set_estimates({{0, kEstHeadDim}, {0, 1}, {0, kEstHeads}, {0, 1}});
+        items.set_estimates({{0, 1}});
+        positions.set_estimates({{0, 1}});
+        set_cache_estimates(k_cache, v_cache);
+        if (using_autoscheduler()) return;
+        // One thread per element of the rows. Distinct items (the runtime checks them) make
+        // every write's place distinct, which Halide cannot prove through the items buffer.
+        for (auto [cache, r] : {std::pair<Func, RDom>{k_cache, rk}, {v_cache, rv}}) {
+            // The undefined pure definition computes nothing, but on the host it would count as
+            // a host access of the cache, which has no host memory.
+            cache.gpu_blocks(cache.args().back());
+            RVar fused("fused"), block("block"), thread("thread");
+            cache.update()
+                .allow_race_conditions()
+                .fuse(r.x, r.y, fused)
+                .fuse(fused, r.z, fused)
+                .fuse(fused, r.w, fused)
+                .split(fused, block, thread, kStoreThreads, TailStrategy::GuardWithIf)
+                .gpu_blocks(block)
+                .gpu_threads(thread);
+        }
+    }
+
+  private:
+    static constexpr int kStoreThreads = 64;
 };
 
 // The cached forward (attngen_mha_forward_cached): the query projection, rotated at the
@@ -514,14 +614,14 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
     Output<Buffer<float, 2>> output{"output"};         // (d_model, q_len * batch)
 
     void configure() {
-        const Type t = storage_type(precision);
+        const Type t = weight_buffer_type(precision, get_target());
         for (auto *w : {&wq_t, &wo_t}) w->set_type(t);
         k_cache.set_type(t);
         v_cache.set_type(t);
     }
 
     void generate() {
-        require_cpu_target();
+        const Target t = get_target();
         const Expr q_len = query.dim(1).extent(), batch = query.dim(2).extent();
         ProjectionStage pq =
             define_projection("q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1,
@@ -534,35 +634,26 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         Func qr =
             rotary("q_rotated", qh, RopeInputs{rope, rotary_dim, bounded(rope_inv_freq)}, position);
 
-        DecodeInputs in;
-        in.q = qr;
+        // The cache's elements as float32: on GPU targets a 16-bit format comes as its bits.
+        const Type stored = storage_type(precision);
+        const auto widened = [&](const Expr &x) {
+            if (stored.bits() == 16 && t.has_gpu_feature()) return storage_bits_as_float(x, stored);
+            return cast<float>(x);
+        };
         Var j("j"), kd("kd"), khk("khk"), kitem("kitem");
         const Func blocked_keys = bounded(k_cache);
         Func keys("cached_keys");
         keys(j, kd, khk, kitem) =
-            cast<float>(blocked_keys(j % kCacheKeyBlock, kd, j / kCacheKeyBlock, khk, kitem));
-        in.k_cache = keys;
+            widened(blocked_keys(j % kCacheKeyBlock, kd, j / kCacheKeyBlock, khk, kitem));
         const Func cached_values = bounded(v_cache);
         Func values("cached_values");
-        values(kd, j, khk, kitem) = cast<float>(cached_values(kd, j, khk, kitem));
-        in.v_cache = values;
-        in.items = bounded(items);
-        in.lengths = n;
-        in.dk = head_dim;
-        in.dv = v_head_dim;
-        in.q_len = q_len;
-        in.group = num_heads / num_kv_heads;
-        in.scale = scale;
-        in.causal = causal;
-        in.key_limit = key_limit;
-        in.max_len = v_cache.dim(1).extent();  // the keys' blocks cover at least as many
-        in.max_items = k_cache.dim(4).extent();
-        const CpuScheduleKnobs knobs = resolve_cpu_knobs(cpu_knobs(), get_target());
-        DecodeAttentionStage a = define_decode_attention(in, knobs.decode_split_keys);
+        values(kd, j, khk, kitem) = widened(cached_values(kd, j, khk, kitem));
+        const Func attention_out = t.has_gpu_feature() ? cache_attention_gpu(qr, keys, values, n)
+                                                       : cache_attention_cpu(qr, keys, values, n);
 
         Func merged("merged_heads");
         Var d("d"), g("g"), row("row");
-        merged(d, g, row) = a.out(d, row % q_len, g, row / q_len);
+        merged(d, g, row) = attention_out(d, row % q_len, g, row / q_len);
         ProjectionStage po =
             define_projection("out_proj", merged, v_head_dim, num_heads, q_len * batch,
                               bounded(wo_t), bounded(bo), storage_type(precision));
@@ -573,12 +664,7 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         wo_t.set_estimates({{0, kEstModel}, {0, kEstModel}});
         bq.set_estimates({{0, kEstModel}});
         bo.set_estimates({{0, kEstModel}});
-        k_cache.set_estimates({{0, kCacheKeyBlock},
-                               {0, kEstHeadDim},
-                               {0, 1024 / kCacheKeyBlock},
-                               {0, kEstHeads},
-                               {0, 1}});
-        v_cache.set_estimates({{0, kEstHeadDim}, {0, 1024}, {0, kEstHeads}, {0, 1}});
+        set_cache_estimates(k_cache, v_cache);
         items.set_estimates({{0, 1}});
         lengths.set_estimates({{0, 1}});
         num_heads.set_estimate(kEstHeads);
@@ -593,10 +679,64 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         key_limit.set_estimate(1024);
         output.set_estimates({{0, kEstModel}, {0, 1}});
         if (using_autoscheduler()) return;
-        const Target t = get_target();
+        if (t.has_gpu_feature()) {
+            for (ProjectionStage *p : {&pq, &po}) schedule_projection_gpu(*p, gpu_knobs());
+            return;
+        }
         schedule_projection_cpu(pq, t, cpu_knobs(), ProjectionRows::FewOrMany);
         schedule_projection_cpu(po, t, cpu_knobs(), ProjectionRows::FewOrMany);
-        schedule_decode_attention_cpu(a, t, cpu_knobs());
+    }
+
+  private:
+    // The CPU's split-KV decode kernel (define_decode_attention), scheduled here.
+    Func cache_attention_cpu(const Func &q, const Func &keys, const Func &values, const Func &n) {
+        DecodeInputs in;
+        in.q = q;
+        in.k_cache = keys;
+        in.v_cache = values;
+        in.items = bounded(items);
+        in.lengths = n;
+        in.dk = head_dim;
+        in.dv = v_head_dim;
+        in.q_len = query.dim(1).extent();
+        in.group = num_heads / num_kv_heads;
+        in.scale = scale;
+        in.causal = causal;
+        in.key_limit = key_limit;
+        in.max_len = v_cache.dim(1).extent();  // the keys' blocks cover at least as many
+        in.max_items = k_cache.dim(4).extent();
+        const Target t = get_target();
+        const CpuScheduleKnobs knobs = resolve_cpu_knobs(cpu_knobs(), t);
+        DecodeAttentionStage a = define_decode_attention(in, knobs.decode_split_keys);
+        if (!using_autoscheduler()) schedule_decode_attention_cpu(a, t, cpu_knobs());
+        return a.out;
+    }
+
+    // On GPUs the cache is read by the flash kernel of attngen_mha_forward, in place: each
+    // item's keys through its length as the key mask, a bottom-right causal mask aligned to that
+    // length. (No split of the keys across blocks yet: a GPU block per query block, head and
+    // item.)
+    Func cache_attention_gpu(const Func &q, const Func &keys, const Func &values, const Func &n) {
+        Var d("d"), c("c"), j("j"), hk("hk"), b("b"), x("x"), y("y"), z("z"), w("w");
+        const Func item_of = bounded(items);
+        const Expr item = clamp(item_of(b), 0, k_cache.dim(4).extent() - 1);
+        Func k_heads("cached_key_heads"), v_heads("cached_value_heads");
+        k_heads(d, j, hk, b) = keys(j, d, hk, item);
+        v_heads(c, j, hk, b) = values(c, j, hk, item);
+        MaskInputs mask;
+        mask.kv_lengths = n;
+        mask.causal_end = n;
+        mask.causal = causal;
+        mask.has_bool_mask = Internal::const_false();
+        mask.has_additive = Internal::const_false();
+        mask.bool_mask = Func("no_bool_mask");
+        mask.bool_mask(x, y, z) = cast<uint8_t>(0);
+        mask.additive = Func("no_additive_mask");
+        mask.additive(x, y, z, w) = 0.0f;
+        // At least one key, so that reads clamped to the last key stay in the cache when every
+        // item of the call is empty; the key mask hides it.
+        return attention(q, k_heads, v_heads, head_dim, v_head_dim, query.dim(1).extent(),
+                         max(key_limit, 1), num_heads / num_kv_heads, scale, mask, nullptr);
     }
 };
 
@@ -608,3 +748,4 @@ HALIDE_REGISTER_GENERATOR(attngen::MhaForwardGenerator, attngen_mha_forward)
 HALIDE_REGISTER_GENERATOR(attngen::LinearGenerator, attngen_linear)
 HALIDE_REGISTER_GENERATOR(attngen::KvProjectGenerator, attngen_kv_project)
 HALIDE_REGISTER_GENERATOR(attngen::MhaDecodeGenerator, attngen_mha_decode)
+HALIDE_REGISTER_GENERATOR(attngen::KvStoreGenerator, attngen_kv_store)

@@ -252,13 +252,17 @@ void schedule_rope_angles_gpu(Func angles, const RopeInputs &rope) {
     angles.compute_root().specialize(rope.mode == 0);
 }
 
+void schedule_elementwise_gpu(Func f) {
+    const std::vector<Var> a = f.args();
+    Var xo("xo"), yo("yo"), xi("xi"), yi("yi"), zw("zw");
+    f.compute_root()
+        .fuse(a[2], a[3], zw)
+        .gpu_tile(a[0], a[1], xo, yo, xi, yi, 32, 8, kExact)
+        .gpu_blocks(xo, yo, zw);
+}
+
 void schedule_rotated_heads_gpu(Func rotated) {
-    const std::vector<Var> a = rotated.args();  // (d, l, h, b)
-    Var dout("dout"), lout("lout"), din("din"), lin("lin"), hb("hb");
-    rotated.compute_root()
-        .fuse(a[2], a[3], hb)
-        .gpu_tile(a[0], a[1], dout, lout, din, lin, 32, 8, kExact)
-        .gpu_blocks(dout, lout, hb);
+    schedule_elementwise_gpu(rotated);
 }
 
 }  // namespace attngen

@@ -38,6 +38,10 @@ void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs
 // A rotary angle table (the cos or the sin of define_rope_angles), at root on the host.
 void schedule_rope_angles_gpu(Halide::Func angles, const RopeInputs &rope);
 
+// f(x, y, z, w) at root, one thread per element: 32 x 8 tiles of (x, y), a block per tile and
+// (z, w).
+void schedule_elementwise_gpu(Halide::Func f);
+
 // Rotated heads (apply_rope) at root, one thread per feature and position: read inline, the
 // rotation was recomputed at every read of the score tiles (bert-512-b8 on an H100: 11.0 to
 // 19.5 ms).

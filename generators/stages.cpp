@@ -106,6 +106,29 @@ Expr round_operand_bits(const Expr &x, const Type &type) {
     return select(is_nan(x), x, r);
 }
 
+Expr float_to_storage_bits(const Expr &x, const Type &storage) {
+    const Expr u = reinterpret<uint32_t>(x);
+    if (storage == BFloat(16)) {
+        // Rounded at bit 16; a carry into the exponent is the format's own (up to infinity).
+        const Expr rounded = (u + 0x7fff + ((u >> 16) & 1)) >> 16;
+        return cast<uint16_t>(select(is_nan(x), (u >> 16) | 0x40, rounded));
+    }
+    if (storage != Float(16)) throw CompileError("not a 16-bit storage: " + type_name(storage));
+    const Expr sign = (u >> 16) & 0x8000, magnitude = abs(x);
+    // Normal: rounded at bit 13, then rebiased (127 to 15). A carry to 2^16 gives exponent 31
+    // and mantissa 0, infinity, as it should: 65520 and up round past 65504.
+    const Expr r = (u + 0xfff + ((u >> 13) & 1)) & 0x7fffe000;
+    const Expr normal = (((r >> 23) - 112) << 10) | ((r >> 13) & 0x3ff);
+    // Below 2^-14 the step is 2^-24: the bits are the count of steps (1024 is the smallest
+    // normal, whose bits are 1024 too).
+    const Expr tiny = cast<uint32_t>(round(magnitude * 16777216.0f));
+    const Expr infinity = Internal::make_const(UInt(32), 0x7c00);
+    const Expr bits =
+        select(is_nan(x), Internal::make_const(UInt(32), 0x7e00), magnitude < 1.0f / 16384.0f, tiny,
+               magnitude >= 65520.0f, infinity, normal);
+    return cast<uint16_t>(sign | bits);
+}
+
 Expr round_operand(const Expr &x, const Type &type) {
     if (type == Float(16)) {
         constexpr float kLargestHalf = 65504.0f;
@@ -221,7 +244,8 @@ MaskedLogits define_masked_logits(const Func &score, const Expr &scale, const Ma
     const Expr row = clamp(i, 0, q_len - 1), key = min(likely(j), kv_len - 1);
     logit(j, i, h, b) =
         score(j, i, h, b) * scale + select(mask.has_additive, mask.additive(key, row, h, b), 0.0f);
-    const Expr causal_limit = i + causal_key_offset(mask, q_len, kv_len);
+    const Expr causal_end = mask.causal_end.defined() ? mask.causal_end(b) : kv_len;
+    const Expr causal_limit = i + causal_key_offset(mask, q_len, causal_end);
     // -inf from the additive mask counts as masked, so a row of -inf yields zeros, not NaN.
     // The bits tested are the mask's as loaded: on the sum score * scale + additive, LLVM may
     // fold the test away, since fast-math lets it assume no arithmetic result is infinite (it

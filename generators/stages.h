@@ -57,6 +57,11 @@ Halide::Expr round_operand_bits(const Halide::Expr &x, const Halide::Type &type)
 // ("Invalid cast!") on bfloat16 weights; the bits as uint16 need neither.
 Halide::Expr storage_bits_as_float(const Halide::Expr &bits, const Halide::Type &storage);
 
+// x as the bits (uint16) of `storage`, bfloat16 or float16, rounded to nearest even as Halide's
+// cast rounds: a float16 beyond its range is infinite (the runtime refuses it before a KV cache
+// takes it). For GPU kernels, which cannot hold 16-bit float types (storage_bits_as_float).
+Halide::Expr float_to_storage_bits(const Halide::Expr &x, const Halide::Type &storage);
+
 // x rounded to nearest (even) in `type` (bfloat16 or float16) and widened back to float32.
 // Float16 saturates at +-65504, its largest finite value, so that an activation beyond its range
 // stays finite (README, "Precision").
@@ -98,6 +103,10 @@ struct MaskInputs {
     Halide::Func bool_mask;   // (j, i, b) -> uint8, nonzero = masked
     Halide::Func additive;    // (j, i, h, b) -> float
     Halide::Expr causal;      // 0 none, 1 top-left, 2 bottom-right
+    // (b) -> the keys a bottom-right causal mask ends at for item b, where items differ (the
+    // items of a KV cache); undefined: kv_len for every item. Only the per-key mask reads it:
+    // the flash path's block skipping keeps kv_len, which visits a superset of the blocks.
+    Halide::Func causal_end;
     Halide::Expr has_bool_mask;
     Halide::Expr has_additive;
 };

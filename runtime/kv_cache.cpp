@@ -4,10 +4,12 @@
 // Layout, chosen for the decode kernel: keys [item][kv_head][blocks][head_dim][kCacheKeyBlock]
 // (positions innermost, so a block of keys is a run of whole vectors for the scores), values
 // [item][kv_head][max_len][v_head_dim] (features innermost, for probs x values). Elements are
-// of the handle's precision: float32, or the bits of bfloat16 or float16.
+// of the handle's precision: float32, or the bits of bfloat16 or float16. A GPU handle's cache
+// has the same layout in device memory (kv_cache_device.h).
 #include <attngen/attngen.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -22,8 +24,30 @@
 #include "attngen_mha_decode_bf16_cpu.h"
 #include "attngen_mha_decode_cpu.h"
 #include "attngen_mha_decode_f16_cpu.h"
+#ifdef ATTNGEN_HAVE_CUDA
+#include "attngen_kv_project_bf16_cuda.h"
+#include "attngen_kv_project_cuda.h"
+#include "attngen_kv_project_f16_cuda.h"
+#include "attngen_kv_store_bits16_cuda.h"
+#include "attngen_kv_store_cuda.h"
+#include "attngen_mha_decode_bf16_cuda.h"
+#include "attngen_mha_decode_cuda.h"
+#include "attngen_mha_decode_f16_cuda.h"
+#endif
+#ifdef ATTNGEN_HAVE_OPENCL
+#include "attngen_kv_project_bf16_opencl.h"
+#include "attngen_kv_project_f16_opencl.h"
+#include "attngen_kv_project_opencl.h"
+#include "attngen_kv_store_bits16_opencl.h"
+#include "attngen_kv_store_opencl.h"
+#include "attngen_mha_decode_bf16_opencl.h"
+#include "attngen_mha_decode_f16_opencl.h"
+#include "attngen_mha_decode_opencl.h"
+#endif
+#include "device.h"
 #include "errors.h"
 #include "half_precision.h"
+#include "kv_cache_device.h"
 #include "layout.h"
 #include "mha_handle.h"
 #include "staged_output.h"
@@ -39,10 +63,16 @@ struct attngen_kv_cache {
     int32_t blocks;  // of kCacheKeyBlock positions, covering max_len
     int32_t kv_heads, head_dim, v_head_dim;
     attngen_precision precision;
-    size_t element;               // bytes per stored element
+    size_t element;  // bytes per stored element
+    // On the CPU; empty for a GPU handle's cache, whose elements are on the device.
     std::vector<uint8_t> keys;    // [max_batch][kv_heads][blocks][head_dim][kCacheKeyBlock]
     std::vector<uint8_t> values;  // [max_batch][kv_heads][max_len][v_head_dim]
+    std::unique_ptr<attngen::rt::DeviceKvStorage> on_device;
     std::vector<int32_t> lengths;
+
+    ~attngen_kv_cache() {
+        if (on_device) on_device->rebind(owner->gpu());
+    }
 
     size_t key_offset(int32_t item, int32_t hk, int32_t d, int32_t position) const {
         const size_t block = (size_t(item) * kv_heads + hk) * blocks + position / kCacheKeyBlock;
@@ -55,31 +85,64 @@ struct attngen_kv_cache {
 
 namespace {
 
-// The kernels of one precision; every build of a generator has the same signature.
+// The cache kernels of one device and precision; every build of a generator has the same
+// signature. store: the scatter of appended rows into a GPU cache (null on the CPU, which
+// copies them).
+using StoreKernel = int (*)(void const *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
+                            halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
 struct CacheKernels {
     decltype(&attngen_kv_project_cpu) project;
     decltype(&attngen_mha_decode_cpu) decode;
-    const char *project_name, *decode_name;
+    StoreKernel store;
+    const char *project_name, *decode_name, *store_name;
 };
 
-const CacheKernels &cache_kernels(attngen_precision precision) {
-    static const CacheKernels f32{attngen_kv_project_cpu, attngen_mha_decode_cpu,
-                                  "attngen_kv_project_cpu", "attngen_mha_decode_cpu"};
-    static const CacheKernels bf16{attngen_kv_project_bf16_cpu, attngen_mha_decode_bf16_cpu,
-                                   "attngen_kv_project_bf16_cpu", "attngen_mha_decode_bf16_cpu"};
-    static const CacheKernels f16{attngen_kv_project_f16_cpu, attngen_mha_decode_f16_cpu,
-                                  "attngen_kv_project_f16_cpu", "attngen_mha_decode_f16_cpu"};
-    if (precision == ATTNGEN_PRECISION_BF16) return bf16;
-    if (precision == ATTNGEN_PRECISION_F16) return f16;
-    return f32;
+#define ATTNGEN_CACHE_KERNELS(suffix, store_kernel)                                     \
+    CacheKernels {                                                                      \
+        attngen_kv_project_##suffix, attngen_mha_decode_##suffix, store_kernel,         \
+            "attngen_kv_project_" #suffix, "attngen_mha_decode_" #suffix, #store_kernel \
+    }
+// Indexed by attngen_precision (F32, BF16, F16); the 16-bit formats share a scatter.
+#define ATTNGEN_CACHE_KERNELS_BY_PRECISION(device, f32_store, bits16_store) \
+    std::array<CacheKernels, 3> {                                           \
+        ATTNGEN_CACHE_KERNELS(device, f32_store),                           \
+            ATTNGEN_CACHE_KERNELS(bf16_##device, bits16_store),             \
+            ATTNGEN_CACHE_KERNELS(f16_##device, bits16_store)               \
+    }
+
+const CacheKernels &cache_kernels(attngen_device device, attngen_precision precision) {
+    static const auto cpu = ATTNGEN_CACHE_KERNELS_BY_PRECISION(cpu, nullptr, nullptr);
+#ifdef ATTNGEN_HAVE_CUDA
+    static const auto cuda = ATTNGEN_CACHE_KERNELS_BY_PRECISION(cuda, attngen_kv_store_cuda,
+                                                                attngen_kv_store_bits16_cuda);
+    if (device == ATTNGEN_DEVICE_CUDA) return cuda[precision];
+#endif
+#ifdef ATTNGEN_HAVE_OPENCL
+    static const auto opencl = ATTNGEN_CACHE_KERNELS_BY_PRECISION(opencl, attngen_kv_store_opencl,
+                                                                  attngen_kv_store_bits16_opencl);
+    if (device == ATTNGEN_DEVICE_OPENCL) return opencl[precision];
+#endif
+    (void)device;  // a GPU handle exists only for a device with kernels
+    return cpu[precision];
+}
+#undef ATTNGEN_CACHE_KERNELS_BY_PRECISION
+#undef ATTNGEN_CACHE_KERNELS
+
+// The type of the cache's elements as the device's kernels take them: GPU kernels take a
+// 16-bit format as its bits.
+halide_type_t element_type(attngen_device device, attngen_precision p) {
+    if (device != ATTNGEN_DEVICE_CPU && p != ATTNGEN_PRECISION_F32) {
+        return halide_type_t(halide_type_uint, 16);
+    }
+    return precision_type(p);
 }
 
 // Stored elements (any precision) as a kernel buffer: Halide strides count elements, so the
 // bytes' pointer with the elements' type describes them.
 template <int N>
-TensorBuffer<uint8_t, N> stored_buffer(const std::vector<uint8_t> &bytes, attngen_precision p,
-                                       const std::array<int32_t, N> &shape) {
-    return TensorBuffer<uint8_t, N>(bytes.data(), shape, {}, precision_type(p));
+TensorBuffer<uint8_t, N> stored_buffer(const std::vector<uint8_t> &bytes, attngen_device device,
+                                       attngen_precision p, const std::array<int32_t, N> &shape) {
+    return TensorBuffer<uint8_t, N>(bytes.data(), shape, {}, element_type(device, p));
 }
 
 // A float16 cache cannot hold a projected key or value beyond 65504: the kernel rounds it to
@@ -153,6 +216,35 @@ attngen_status require_finite(const float *x, size_t n, const char *name) {
     return ATTNGEN_OK;
 }
 
+// Appends on the CPU: row block b of k_rows [batch][kv_heads][head_dim][len] and v_rows
+// [batch][kv_heads][len][v_head_dim] to item item_of[b] at position first[b].
+void copy_rows_into_cache(attngen_kv_cache *c, const std::vector<int32_t> &item_of,
+                          const std::vector<int32_t> &first, int32_t len,
+                          const std::vector<uint8_t> &k_rows, const std::vector<uint8_t> &v_rows) {
+    const size_t element = c->element;
+    for (size_t b = 0; b < item_of.size(); ++b) {
+        const int32_t item = item_of[b], n = first[b];
+        for (int32_t hk = 0; hk < c->kv_heads; ++hk) {
+            for (int32_t d = 0; d < c->head_dim; ++d) {
+                const uint8_t *from =
+                    &k_rows[((b * c->kv_heads + hk) * c->head_dim + d) * len * element];
+                // Runs of positions within one block of the cache are contiguous.
+                for (int32_t t = 0; t < len;) {
+                    const int32_t position = n + t;
+                    const int32_t run =
+                        std::min(len - t, kCacheKeyBlock - position % kCacheKeyBlock);
+                    std::memcpy(&c->keys[c->key_offset(item, hk, d, position) * element],
+                                from + size_t(t) * element, size_t(run) * element);
+                    t += run;
+                }
+            }
+            const uint8_t *from = &v_rows[(b * c->kv_heads + hk) * len * c->v_head_dim * element];
+            std::memcpy(&c->values[c->value_offset(item, hk, n) * element], from,
+                        size_t(len) * c->v_head_dim * element);
+        }
+    }
+}
+
 }  // namespace
 
 static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t max_batch,
@@ -162,10 +254,6 @@ static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t
     ATTNGEN_RETURN_IF_ERROR(require_positive(max_batch, "max_batch"));
     ATTNGEN_RETURN_IF_ERROR(require_positive(max_len, "max_len"));
     const ResolvedConfig &cfg = m->config;
-    if (cfg.device != ATTNGEN_DEVICE_CPU) {
-        return fail(ATTNGEN_ERROR_UNSUPPORTED,
-                    "KV caches run on the CPU in this build; the handle is for a GPU");
-    }
     const int32_t blocks = (max_len + kCacheKeyBlock - 1) / kCacheKeyBlock;
     ATTNGEN_RETURN_IF_ERROR(require_addressable(
         "the cache's keys", {max_batch, cfg.num_kv_heads, blocks, cfg.head_dim, kCacheKeyBlock},
@@ -183,20 +271,30 @@ static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t
     c->v_head_dim = cfg.v_head_dim;
     c->precision = cfg.precision;
     c->element = size_t(element_bytes(cfg.precision));
+    install_halide_runtime_hooks();
+    const bool on_cpu = cfg.device == ATTNGEN_DEVICE_CPU;
     try {
-        // Zero bytes are +0 in every precision.
-        c->keys.assign(size_t(max_batch) * cfg.num_kv_heads * blocks * cfg.head_dim *
-                           kCacheKeyBlock * c->element,
-                       0);
-        c->values.assign(
-            size_t(max_batch) * cfg.num_kv_heads * max_len * cfg.v_head_dim * c->element, 0);
         c->lengths.assign(max_batch, 0);
+        if (on_cpu) {
+            // Zero bytes are +0 in every precision.
+            c->keys.assign(size_t(max_batch) * cfg.num_kv_heads * blocks * cfg.head_dim *
+                               kCacheKeyBlock * c->element,
+                           0);
+            c->values.assign(
+                size_t(max_batch) * cfg.num_kv_heads * max_len * cfg.v_head_dim * c->element, 0);
+        }
     } catch (const std::bad_alloc &) {
         return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, "cannot allocate a cache of " +
                                                      std::to_string(max_batch) + " items of " +
                                                      std::to_string(max_len) + " positions");
     }
-    install_halide_runtime_hooks();
+    if (!on_cpu) {
+        ATTNGEN_RETURN_IF_ERROR(DeviceKvStorage::create(
+            cfg.device, m->gpu(),
+            {max_batch, cfg.num_kv_heads, blocks, cfg.head_dim, kCacheKeyBlock},
+            {max_batch, cfg.num_kv_heads, max_len, cfg.v_head_dim},
+            cfg.precision != ATTNGEN_PRECISION_F32, &c->on_device));
+    }
     *out = c.release();
     clear_error();
     return ATTNGEN_OK;
@@ -267,45 +365,51 @@ static attngen_status attngen_kv_cache_append_impl(attngen_mha *m, attngen_kv_ca
     TensorBuffer<float, 3> value_buf(value, {batch, len, cfg.vdim});
     TensorBuffer<double, 1> inv_freq(cfg.rope_inv_freq.data(), {int32_t(cfg.rope_inv_freq.size())});
     TensorBuffer<int32_t, 1> first_buf(first.data(), {batch});
-    auto k_buf =
-        stored_buffer<4>(k_rows, c->precision, {batch, cfg.num_kv_heads, cfg.head_dim, len});
-    auto v_buf =
-        stored_buffer<4>(v_rows, c->precision, {batch, cfg.num_kv_heads, len, cfg.v_head_dim});
-    const CacheKernels &kernels = cache_kernels(c->precision);
+    TensorBuffer<int32_t, 1> items_buf(item_of.data(), {batch});
+    auto k_buf = stored_buffer<4>(k_rows, cfg.device, c->precision,
+                                  {batch, cfg.num_kv_heads, cfg.head_dim, len});
+    auto v_buf = stored_buffer<4>(v_rows, cfg.device, c->precision,
+                                  {batch, cfg.num_kv_heads, len, cfg.v_head_dim});
+    const bool on_gpu = c->on_device != nullptr;
     KernelContext context;
-    const int code =
+    context.gpu = m->gpu();
+    // On a GPU, Halide copies the host inputs in; whatever it allocates for this call is freed
+    // on the way out, success or not.
+    DeviceScratch scratch(context.gpu);
+    if (on_gpu) {
+        for (halide_buffer_t *buf :
+             {key_buf.get(), value_buf.get(), first_buf.get(), items_buf.get()}) {
+            buf->flags = halide_buffer_flag_host_dirty;
+            scratch.track(buf);
+        }
+        scratch.track(k_buf.get());
+        scratch.track(v_buf.get());
+    }
+    const CacheKernels &kernels = cache_kernels(cfg.device, c->precision);
+    int code =
         kernels.project(&context, key_buf.get(), value_buf.get(), w.wk->weight(), w.wv->weight(),
                         w.wk->bias.get(), w.wv->bias.get(), cfg.head_dim, cfg.v_head_dim, cfg.rope,
                         cfg.rotary_dim, inv_freq.get(), first_buf.get(), k_buf.get(), v_buf.get());
+    // The float16 range check below reads the rows on the host.
+    const bool check_range = c->precision == ATTNGEN_PRECISION_F16;
+    if (code == 0 && on_gpu && check_range) code = halide_copy_to_host(&context, k_buf.get());
+    if (code == 0 && on_gpu && check_range) code = halide_copy_to_host(&context, v_buf.get());
     if (code != 0) return kernel_failure(kernels.project_name, code, context);
     ATTNGEN_RETURN_IF_ERROR(require_storable(k_rows, c->precision, "key"));
     ATTNGEN_RETURN_IF_ERROR(require_storable(v_rows, c->precision, "value"));
 
-    // Every check has passed and the kernel succeeded: only now does the cache change.
-    for (int32_t b = 0; b < batch; ++b) {
-        const int32_t item = item_of[b], n = first[b];
-        for (int32_t hk = 0; hk < cfg.num_kv_heads; ++hk) {
-            for (int32_t d = 0; d < cfg.head_dim; ++d) {
-                const uint8_t *from =
-                    &k_rows[((size_t(b) * cfg.num_kv_heads + hk) * cfg.head_dim + d) * len *
-                            element];
-                // Runs of positions within one block of the cache are contiguous.
-                for (int32_t t = 0; t < len;) {
-                    const int32_t position = n + t;
-                    const int32_t run =
-                        std::min(len - t, kCacheKeyBlock - position % kCacheKeyBlock);
-                    std::memcpy(&c->keys[c->key_offset(item, hk, d, position) * element],
-                                from + size_t(t) * element, size_t(run) * element);
-                    t += run;
-                }
-            }
-            const uint8_t *from =
-                &v_rows[(size_t(b) * cfg.num_kv_heads + hk) * len * cfg.v_head_dim * element];
-            std::memcpy(&c->values[c->value_offset(item, hk, n) * element], from,
-                        size_t(len) * cfg.v_head_dim * element);
-        }
-        c->lengths[item] = n + len;
+    // Every check has passed and the kernel succeeded: only now does the cache change. The
+    // device's scatter writes only positions at or past each item's length, which no forward
+    // reads before the length moves past them, so a scatter that fails changes nothing a call
+    // can see.
+    if (on_gpu) {
+        code = kernels.store(&context, k_buf.get(), v_buf.get(), items_buf.get(), first_buf.get(),
+                             c->on_device->keys(), c->on_device->values());
+        if (code != 0) return kernel_failure(kernels.store_name, code, context);
+    } else {
+        copy_rows_into_cache(c, item_of, first, len, k_rows, v_rows);
     }
+    for (int32_t b = 0; b < batch; ++b) c->lengths[item_of[b]] = first[b] + len;
     clear_error();
     return ATTNGEN_OK;
 }
@@ -342,21 +446,34 @@ static attngen_status attngen_mha_forward_cached_impl(attngen_mha *m, const attn
     StagedOutput staged(out, size_t(batch) * q_len * cfg.d_model);
     ATTNGEN_RETURN_IF_ERROR(staged.allocate("out"));
     TensorBuffer<float, 3> query_buf(query, {batch, q_len, cfg.d_model});
-    auto k_cache = stored_buffer<5>(
-        c->keys, c->precision, {c->max_batch, c->kv_heads, c->blocks, c->head_dim, kCacheKeyBlock});
-    auto v_cache = stored_buffer<4>(c->values, c->precision,
+    auto k_cache =
+        stored_buffer<5>(c->keys, cfg.device, c->precision,
+                         {c->max_batch, c->kv_heads, c->blocks, c->head_dim, kCacheKeyBlock});
+    auto v_cache = stored_buffer<4>(c->values, cfg.device, c->precision,
                                     {c->max_batch, c->kv_heads, c->max_len, c->v_head_dim});
     TensorBuffer<int32_t, 1> items_buf(item_of.data(), {batch});
     TensorBuffer<int32_t, 1> lengths_buf(lengths.data(), {batch});
     TensorBuffer<double, 1> inv_freq(cfg.rope_inv_freq.data(), {int32_t(cfg.rope_inv_freq.size())});
     TensorBuffer<float, 2> out_buf(staged.data(), {batch * q_len, cfg.d_model});
-    const CacheKernels &kernels = cache_kernels(c->precision);
+    const bool on_gpu = c->on_device != nullptr;
     KernelContext context;
-    const int code = kernels.decode(
+    context.gpu = m->gpu();
+    DeviceScratch scratch(context.gpu);
+    if (on_gpu) {
+        for (halide_buffer_t *buf : {query_buf.get(), items_buf.get(), lengths_buf.get()}) {
+            buf->flags = halide_buffer_flag_host_dirty;
+            scratch.track(buf);
+        }
+        scratch.track(out_buf.get());
+    }
+    const CacheKernels &kernels = cache_kernels(cfg.device, c->precision);
+    int code = kernels.decode(
         &context, query_buf.get(), w.wq->weight(), w.wo->weight(), w.wq->bias.get(),
-        w.wo->bias.get(), k_cache.get(), v_cache.get(), items_buf.get(), lengths_buf.get(),
+        w.wo->bias.get(), on_gpu ? c->on_device->keys() : k_cache.get(),
+        on_gpu ? c->on_device->values() : v_cache.get(), items_buf.get(), lengths_buf.get(),
         cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.v_head_dim, cfg.rope, cfg.rotary_dim,
         inv_freq.get(), cfg.scale(), causal_value, key_limit, out_buf.get());
+    if (code == 0 && on_gpu) code = halide_copy_to_host(&context, out_buf.get());
     if (code != 0) return kernel_failure(kernels.decode_name, code, context);
     staged.commit();
     clear_error();

@@ -24,6 +24,11 @@ inputs in torch.bfloat16; bf16_attngen_<i>.json and bf16_torch_<i>.json in --out
 table of medians of in-round ratios at the end.
 
     scripts/interleaved_runs.py --bf16 --out-dir bench/runs/X --rounds 3
+
+--avx2 runs the MHA rounds with attngen's AVX2 variant (ATTNGEN_CPU_DISPATCH=avx2) and torch
+2.15 kept to AVX2 (bench_torch.py --isa avx2), both torch forms, no ONNX Runtime (issue 18).
+
+    scripts/interleaved_runs.py --avx2 --out-dir bench/runs/X --rounds 3
 """
 from __future__ import annotations
 
@@ -43,19 +48,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def run_attngen(bench: str, shape: str, prefix: str = "mha_forward") -> list[dict]:
+def run_attngen(bench: str, shape: str, prefix: str = "mha_forward",
+                dispatch: str | None = None) -> list[dict]:
+    """dispatch: ATTNGEN_CPU_DISPATCH for the run (e.g. avx2), or the variant the CPU picks."""
+    env = dict(os.environ)
+    if dispatch:
+        env["ATTNGEN_CPU_DISPATCH"] = dispatch
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         subprocess.run([bench, f"--benchmark_filter=^{prefix}/{shape}/",
                         "--benchmark_min_time=0.3", "--benchmark_repetitions=5",
                         f"--benchmark_out={out.name}", "--benchmark_out_format=json"],
-                       check=True, stdout=subprocess.DEVNULL)
+                       check=True, stdout=subprocess.DEVNULL, env=env)
         return json.loads(Path(out.name).read_text())["benchmarks"]
 
 
-def run_torch(python: str, shape: str, impls: str | None) -> list[dict]:
+def run_torch(python: str, shape: str, impls: str | None, isa: str = "native") -> list[dict]:
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         cmd = [python, os.path.join(HERE, "bench_torch.py"), "--shapes", shape, "--out", out.name,
-               "--max-seconds-per-shape", "3"]
+               "--max-seconds-per-shape", "3", "--isa", isa]
         if impls:
             cmd += ["--impls", impls]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -148,6 +158,10 @@ def main() -> None:
                    "--decode every decode shape)")
     p.add_argument("--bf16", action="store_true",
                    help="attngen bfloat16 against attngen float32 and torch in bfloat16")
+    p.add_argument("--avx2", action="store_true",
+                   help="attngen's AVX2 variant (ATTNGEN_CPU_DISPATCH=avx2) against both torch "
+                   "forms kept to AVX2 (bench_torch.py --isa avx2); no ONNX Runtime, whose MLAS "
+                   "has no such switch")
     p.add_argument("--decode", action="store_true",
                    help="decoding against scripts/bench_decode_peers.py instead of the MHA "
                    "forward against torch")
@@ -163,8 +177,8 @@ def main() -> None:
         return
     # Debian's torch 1.13 (python3-torch) is an optional third column: without it the rounds
     # still compare attngen with torch 2.15 and ONNX Runtime.
-    has_debian_torch = subprocess.run([args.debian_python, "-c", "import torch"],
-                                      capture_output=True).returncode == 0
+    has_debian_torch = not args.avx2 and subprocess.run(
+        [args.debian_python, "-c", "import torch"], capture_output=True).returncode == 0
     if not has_debian_torch:
         print(f"{args.debian_python} has no torch: no torch 1.13 column", file=sys.stderr)
     runs = []
@@ -172,8 +186,12 @@ def main() -> None:
         attngen, torch, debian = [], [], []
         for shape in shapes:
             print(f"round {i}: {shape}", file=sys.stderr)
-            attngen += run_attngen(args.bench, shape)
-            torch += run_torch(args.torch_python, shape, None)
+            if args.avx2:
+                attngen += run_attngen(args.bench, shape, dispatch="avx2")
+                torch += run_torch(args.torch_python, shape, "torch-mha,torch-sdpa-mha", "avx2")
+            else:
+                attngen += run_attngen(args.bench, shape)
+                torch += run_torch(args.torch_python, shape, None)
             if has_debian_torch:
                 debian += run_torch(args.debian_python, shape, "torch-mha")
         names = [os.path.join(args.out_dir, f"{kind}_{i}.json")

@@ -2,6 +2,7 @@
 // float64 reference of attention over the whole sequence, for MHA, GQA, MQA, rotary positions
 // in both layouts, partial rotary and a value head size of its own; prompts, items at
 // different lengths, empty items, reset, cross-attention, and every refusal.
+#include "decode_cases.h"
 #include "decode_tester.h"
 
 #include <attngen/attngen.h>
@@ -15,11 +16,6 @@
 namespace attngen_test {
 namespace {
 
-// Token rows t0..t0+len of a sequence.
-const float *Rows(const std::vector<float> &tokens, int t0, int d_model) {
-    return tokens.data() + size_t(t0) * d_model;
-}
-
 MhaTester Model(int d_model, int heads) {
     MhaTester t;
     t.d_model(d_model).num_heads(heads);
@@ -27,27 +23,23 @@ MhaTester Model(int d_model, int heads) {
 }
 
 TEST(Decode, StepByStepEqualsCausalAttentionOverTheSequence) {
-    DecodeAndCheck(Model(32, 4), 12, 0, 16);
+    CheckStepByStepEqualsCausalAttention(MhaTester());
 }
 
 TEST(Decode, GroupedQueryAndMultiQuery) {
-    DecodeAndCheck(Model(32, 8).num_kv_heads(2), 10, 0, 10);  // 4 query heads per KV head
-    DecodeAndCheck(Model(32, 4).num_kv_heads(1), 9, 0, 9);    // MQA
+    CheckGroupedQueryAndMultiQuery(MhaTester());
 }
 
 TEST(Decode, RotaryPositionsBothLayoutsAndPartial) {
-    DecodeAndCheck(Model(32, 4).rope(ATTNGEN_ROPE_HALF), 9, 0, 9);
-    DecodeAndCheck(Model(32, 4).rope(ATTNGEN_ROPE_INTERLEAVED), 9, 0, 9);
-    DecodeAndCheck(Model(32, 2).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF, 6, 500000.0f), 7, 0, 8);
+    CheckRotaryPositionsBothLayoutsAndPartial(MhaTester());
 }
 
 TEST(Decode, ValueHeadSizeOfItsOwn) {
-    DecodeAndCheck(Model(24, 4).num_kv_heads(2).v_head_dim(5), 8, 0, 8);
-    DecodeAndCheck(Model(24, 4).v_head_dim(11).rope(ATTNGEN_ROPE_INTERLEAVED), 6, 0, 6);
+    CheckValueHeadSizeOfItsOwn(MhaTester());
 }
 
 TEST(Decode, PromptThenSteps) {
-    DecodeAndCheck(Model(32, 4).num_kv_heads(2).rope(ATTNGEN_ROPE_HALF), 14, 9, 20);
+    CheckPromptThenSteps(MhaTester());
 }
 
 // Projections of up to 8 rows split their reduction over input features into parallel tasks
@@ -66,120 +58,20 @@ TEST(Decode, LongCacheAcrossSplits) {
     DecodeAndCheck(Model(16, 4).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF), 600, 595, 600);
 }
 
-// Two items that started at different times, decoded in one call with items {1, 0}.
 TEST(Decode, ItemsAtDifferentLengthsInOneCall) {
-    const MhaTester tester = Model(32, 8).num_kv_heads(2).rope(ATTNGEN_ROPE_HALF);
-    DecodeModel model(tester);
-    const int d = model.d_model();
-    const std::vector<float> a = model.Tokens(9, 21), b = model.Tokens(6, 22);
-    const DecodeModel::Expected want_a = model.SelfAttention(a), want_b = model.SelfAttention(b);
-    attngen_kv_cache *raw = nullptr;
-    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 3, 16, &raw), ATTNGEN_OK);
-    CacheHandle cache(raw);
-    const int32_t item_a = 1, item_b = 0;
-    // Item a takes a prompt of 5, item b of 2.
-    ASSERT_EQ(
-        attngen_kv_cache_append(model.handle(), cache.get(), 1, &item_a, 5, a.data(), a.data()),
-        ATTNGEN_OK);
-    ASSERT_EQ(
-        attngen_kv_cache_append(model.handle(), cache.get(), 1, &item_b, 2, b.data(), b.data()),
-        ATTNGEN_OK);
-    for (int step = 0; step < 4; ++step) {
-        const int ta = 5 + step, tb = 2 + step;
-        std::vector<float> x(2 * d), out(2 * d, kSentinel);
-        std::memcpy(&x[0], Rows(a, ta, d), d * sizeof(float));
-        std::memcpy(&x[d], Rows(b, tb, d), d * sizeof(float));
-        const int32_t items[2] = {item_a, item_b};
-        ASSERT_EQ(
-            attngen_kv_cache_append(model.handle(), cache.get(), 2, items, 1, x.data(), x.data()),
-            ATTNGEN_OK)
-            << attngen_last_error();
-        ASSERT_EQ(attngen_mha_forward_cached(model.handle(), cache.get(), 2, items, 1, x.data(),
-                                             ATTNGEN_CAUSAL_BOTTOM_RIGHT, out.data()),
-                  ATTNGEN_OK)
-            << attngen_last_error();
-        model.Check("item a", &out[0], 1, want_a, ta);
-        model.Check("item b", &out[d], 1, want_b, tb);
-    }
-    int32_t lengths[3];
-    ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), lengths), ATTNGEN_OK);
-    EXPECT_EQ(lengths[0], 6);
-    EXPECT_EQ(lengths[1], 9);
-    EXPECT_EQ(lengths[2], 0);
+    CheckItemsAtDifferentLengthsInOneCall(MhaTester());
 }
 
-// Nothing visible: attention contributes 0 and the output is the output projection's bias.
 TEST(Decode, AnEmptyItemGivesTheOutputBias) {
-    const MhaTester tester = Model(16, 2);
-    DecodeModel model(tester);
-    const int d = model.d_model();
-    attngen_kv_cache *raw = nullptr;
-    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 2, 4, &raw), ATTNGEN_OK);
-    CacheHandle cache(raw);
-    const std::vector<float> x = model.Tokens(3, 5);
-    std::vector<float> out(3 * d, kSentinel);
-    const int32_t item = 1;
-    ASSERT_EQ(attngen_mha_forward_cached(model.handle(), cache.get(), 1, &item, 3, x.data(),
-                                         ATTNGEN_CAUSAL_NONE, out.data()),
-              ATTNGEN_OK)
-        << attngen_last_error();
-    for (int r = 0; r < 3; ++r)
-        for (int o = 0; o < d; ++o) EXPECT_EQ(out[r * d + o], model.model().bo[o]) << r << " " << o;
+    CheckAnEmptyItemGivesTheOutputBias(MhaTester());
 }
 
 TEST(Decode, ResetEmptiesAnItemAndItDecodesAgain) {
-    const MhaTester tester = Model(16, 4).num_kv_heads(2).rope(ATTNGEN_ROPE_HALF);
-    DecodeModel model(tester);
-    const int d = model.d_model();
-    const std::vector<float> seq = model.Tokens(5, 3), other = model.Tokens(4, 4);
-    const DecodeModel::Expected want = model.SelfAttention(seq);
-    attngen_kv_cache *raw = nullptr;
-    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 2, 8, &raw), ATTNGEN_OK);
-    CacheHandle cache(raw);
-    ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 1, nullptr, 4, other.data(),
-                                      other.data()),
-              ATTNGEN_OK);
-    ASSERT_EQ(attngen_kv_cache_reset(cache.get(), 0), ATTNGEN_OK);
-    int32_t lengths[2] = {-1, -1};
-    ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), lengths), ATTNGEN_OK);
-    EXPECT_EQ(lengths[0], 0);
-    std::vector<float> out(size_t(5) * d, kSentinel);
-    ASSERT_EQ(
-        attngen_kv_cache_append(model.handle(), cache.get(), 1, nullptr, 5, seq.data(), seq.data()),
-        ATTNGEN_OK);
-    ASSERT_EQ(attngen_mha_forward_cached(model.handle(), cache.get(), 1, nullptr, 5, seq.data(),
-                                         ATTNGEN_CAUSAL_BOTTOM_RIGHT, out.data()),
-              ATTNGEN_OK);
-    model.Check("after reset", out.data(), 5, want, 0);
-    ASSERT_EQ(attngen_kv_cache_reset(cache.get(), -1), ATTNGEN_OK);
-    ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), lengths), ATTNGEN_OK);
-    EXPECT_EQ(lengths[0], 0);
-    EXPECT_EQ(lengths[1], 0);
+    CheckResetEmptiesAnItemAndItDecodesAgain(MhaTester());
 }
 
-// An encoder-decoder's decoder: the encoder output appended once, every step attends to all of
-// it (causal NONE).
 TEST(Decode, CrossAttentionAppendsTheMemoryOnce) {
-    const MhaTester tester = Model(32, 4).num_kv_heads(2);
-    DecodeModel model(tester);
-    const int d = model.d_model();
-    const std::vector<float> memory = model.Tokens(11, 31), queries = model.Tokens(4, 32);
-    const DecodeModel::Expected want = model.CrossAttention(queries, memory);
-    attngen_kv_cache *raw = nullptr;
-    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 1, 11, &raw), ATTNGEN_OK);
-    CacheHandle cache(raw);
-    ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 1, nullptr, 11, memory.data(),
-                                      memory.data()),
-              ATTNGEN_OK);
-    for (int step = 0; step < 4; ++step) {
-        std::vector<float> out(d, kSentinel);
-        ASSERT_EQ(
-            attngen_mha_forward_cached(model.handle(), cache.get(), 1, nullptr, 1,
-                                       Rows(queries, step, d), ATTNGEN_CAUSAL_NONE, out.data()),
-            ATTNGEN_OK)
-            << attngen_last_error();
-        model.Check("cross-attention step", out.data(), 1, want, step);
-    }
+    CheckCrossAttentionAppendsTheMemoryOnce(MhaTester());
 }
 
 // The C++ layer: the same decode through attngen::KvCache.
@@ -201,8 +93,8 @@ TEST(Decode, CppKvCache) {
     attngen::KvCache cache(mha, 1, 4);
     std::vector<float> out(16);
     for (int t = 0; t < 3; ++t) {
-        cache.append({Rows(seq, t, 16), {1, 1, 16}}, {Rows(seq, t, 16), {1, 1, 16}});
-        cache.forward({Rows(seq, t, 16), {1, 1, 16}}, {out.data(), {1, 1, 16}});
+        cache.append({TokenRows(seq, t, 16), {1, 1, 16}}, {TokenRows(seq, t, 16), {1, 1, 16}});
+        cache.forward({TokenRows(seq, t, 16), {1, 1, 16}}, {out.data(), {1, 1, 16}});
         model.Check("C++ step", out.data(), 1, want, t);
     }
     EXPECT_EQ(cache.lengths(), std::vector<int32_t>{3});
@@ -222,7 +114,7 @@ TEST(Decode, DifferentCachesConcurrently) {
         CacheHandle cache(raw);
         out->assign(size_t(len) * d, kSentinel);
         for (int t = 0; t < len; ++t) {
-            const float *x = Rows(seq, t, d);
+            const float *x = TokenRows(seq, t, d);
             if (attngen_kv_cache_append(model.handle(), cache.get(), 1, nullptr, 1, x, x) ||
                 attngen_mha_forward_cached(model.handle(), cache.get(), 1, nullptr, 1, x,
                                            ATTNGEN_CAUSAL_BOTTOM_RIGHT, &(*out)[size_t(t) * d]))

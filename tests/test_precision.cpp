@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "decode_cases.h"
 #include "decode_tester.h"
 #include "half_precision_cases.h"
 #include "mha_tester.h"
@@ -236,27 +237,7 @@ TEST(PrecisionErrors, Float16RefusesWeightsBeyondItsRangeAndKeepsTheOldOnes) {
 }
 
 TEST(PrecisionErrors, Float16CacheRefusesKeysBeyondItsRangeAndAppendsNothing) {
-    MhaHandle m = Float16Handle(std::vector<float>(64, 0.5f));
-    ASSERT_NE(m, nullptr);
-    attngen_kv_cache *cache_raw = nullptr;
-    ASSERT_EQ(attngen_kv_cache_create(m.get(), 2, 4, &cache_raw), ATTNGEN_OK);
-    CacheHandle cache(cache_raw);
-    // Item 0 fine, item 1's projected keys 8 x 0.5 x 20000 = 80000: past float16's 65504.
-    std::vector<float> x(16, 1.0f);
-    for (int i = 8; i < 16; ++i) x[i] = 20000.0f;
-    EXPECT_EQ(attngen_kv_cache_append(m.get(), cache.get(), 2, nullptr, 1, x.data(), x.data()),
-              ATTNGEN_ERROR_INVALID_ARGUMENT);
-    EXPECT_NE(std::strstr(attngen_last_error(), "float16"), nullptr) << attngen_last_error();
-    int32_t lengths[2] = {-1, -1};
-    ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), lengths), ATTNGEN_OK);
-    EXPECT_EQ(lengths[0], 0);
-    EXPECT_EQ(lengths[1], 0);
-    // The cache is still usable.
-    EXPECT_EQ(attngen_kv_cache_append(m.get(), cache.get(), 1, nullptr, 1, x.data(), x.data()),
-              ATTNGEN_OK)
-        << attngen_last_error();
-    ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), lengths), ATTNGEN_OK);
-    EXPECT_EQ(lengths[0], 1);
+    CheckFloat16CacheRefusesKeysBeyondItsRange(ATTNGEN_DEVICE_CPU);
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ typedef enum attngen_precision {
                                    65504, an append refuses projected keys or values beyond it,
                                    and projection inputs beyond it saturate */
 } attngen_precision;            /* activations at the API stay float32 in every precision;
-                                   every device takes every precision (KV caches: CPU only) */
+                                   every device takes every precision, KV caches included */
 
 typedef enum attngen_rope {
     ATTNGEN_ROPE_NONE = 0,
@@ -234,10 +234,11 @@ ATTNGEN_API attngen_status attngen_gpu_context_release(attngen_device device,
                                                        const attngen_gpu_context *gpu);
 
 /* A KV cache: the projected (and rotated) keys and values of up to max_batch sequences
- * ("items") of up to max_len positions each, in the handle's precision, on the CPU. Items start
- * empty. A cache is bound to the handle it was created from (its heads, head sizes and
- * precision) and usable with that handle only; the handle must outlive it. GPU handles answer
- * ATTNGEN_ERROR_UNSUPPORTED for now. */
+ * ("items") of up to max_len positions each, in the handle's precision, on the handle's device
+ * (a GPU handle's cache is device memory in the handle's context, ATTNGEN_ERROR_DEVICE where the
+ * device cannot allocate it). Items start empty. A cache is bound to the handle it was created
+ * from (its heads, head sizes and precision) and usable with that handle only; the handle must
+ * outlive it. Appends and cached forwards take and give host memory on every device. */
 typedef struct attngen_kv_cache attngen_kv_cache; /* opaque */
 
 ATTNGEN_API attngen_status attngen_kv_cache_create(const attngen_mha *m, int32_t max_batch,

@@ -353,9 +353,12 @@ Verdict kv_cache_create_verdict(const attngen_mha_config &c, const CacheCreateCa
     require_given(v, call.out_given, "out");
     require_positive(v, call.max_batch, "max_batch");
     require_positive(v, call.max_len, "max_len");
-    const int32_t device = raw(c.device);
-    if (call.have_handle && device != ATTNGEN_DEVICE_CPU)
-        v.invalid(ATTNGEN_ERROR_UNSUPPORTED, "a cache of a GPU handle");
+    // A GPU handle's cache is device memory (zeroed from a host staging buffer), which the
+    // device may refuse.
+    if (call.have_handle && raw(c.device) != ATTNGEN_DEVICE_CPU) {
+        v.errors.insert(ATTNGEN_ERROR_DEVICE);
+        v.errors.insert(ATTNGEN_ERROR_OUT_OF_MEMORY);
+    }
     // Keys and values of every position, float32. attngen.h names no limit; a cache no address
     // space can hold must be refused, one of a few GiB or more may be (the fuzzer never makes
     // one that may succeed: libFuzzer's malloc limit would stop it).

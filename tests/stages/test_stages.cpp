@@ -233,6 +233,44 @@ TEST(MaskedLogits, MatchTheReferenceForEveryMaskKind) {
     }
 }
 
+// A KV cache's items differ in length n_b: a bottom-right causal mask given causal_end = n_b
+// lets query i see keys j <= n_b - q_len + i of its own item (and only keys below n_b), whatever
+// the call's kv_len (the longest item).
+TEST(MaskedLogits, BottomRightCausalEndsAtEachItemsOwnLength) {
+    const int q_len = 3, kv_len = 9;
+    const std::vector<int32_t> lengths = {9, 5, 2, 0};
+    const int B = int(lengths.size());
+    Buffer<int32_t> n(B);
+    for (int b = 0; b < B; ++b) n(b) = lengths[size_t(b)];
+    Var x("x"), y("y"), z("z"), w("w");
+    attngen::MaskInputs in;
+    in.kv_lengths = Func(n);
+    in.causal_end = Func(n);
+    in.causal = Expr(int(ATTNGEN_CAUSAL_BOTTOM_RIGHT));
+    in.has_bool_mask = Internal::const_false();
+    in.has_additive = Internal::const_false();
+    in.bool_mask(x, y, z) = cast<uint8_t>(0);
+    in.additive(x, y, z, w) = 0.0f;
+    Var j("j"), i("i"), h("h"), b("b");
+    Func score("score");
+    score(j, i, h, b) = 1.0f;
+    const attngen::MaskedLogits logits =
+        attngen::define_masked_logits(score, 1.0f, in, Expr(q_len), Expr(kv_len));
+    Func masked("masked_u8");
+    masked(j, i, h, b) = cast<uint8_t>(logits.masked(j, i, h, b));
+    Buffer<uint8_t> got = masked.realize({kv_len, q_len, 1, B});
+    for (int bb = 0; bb < B; ++bb) {
+        for (int ii = 0; ii < q_len; ++ii) {
+            for (int jj = 0; jj < kv_len; ++jj) {
+                const int nb = lengths[size_t(bb)];
+                const bool visible = jj < nb && jj <= nb - q_len + ii;
+                ASSERT_EQ(got(jj, ii, 0, bb), visible ? 0 : 1)
+                    << "item of length " << nb << ", query " << ii << ", key " << jj;
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // define_projection with schedule_projection_cpu: register tiles at the edges of rows and
 // output features.
@@ -466,10 +504,10 @@ TEST(HalfBits, EveryPatternDecodesToTheFormatsValue) {
     }
 }
 
-TEST(HalfBits, OperandsRoundAsHalidesCastsRound) {
-    // Every 62465th float by bit pattern (about 69000, every exponent of both signs), and the
-    // edges: float16's range (65504, the last value below the rounding boundary at 65520, and
-    // beyond), its subnormals and their ties, bfloat16's overflow to infinity, infinities and NaN.
+// Every 62465th float by bit pattern (about 69000, every exponent of both signs), and the
+// edges: float16's range (65504, the last value below the rounding boundary at 65520, and
+// beyond), its subnormals and their ties, bfloat16's overflow to infinity, infinities and NaN.
+std::vector<float> rounding_edge_inputs() {
     std::vector<float> inputs;
     for (uint64_t u = 0; u <= 0xffffffffull; u += 61 * 1024 + 1)
         inputs.push_back(from_bits(uint32_t(u)));
@@ -482,6 +520,11 @@ TEST(HalfBits, OperandsRoundAsHalidesCastsRound) {
         inputs.push_back(x);
         inputs.push_back(-x);
     }
+    return inputs;
+}
+
+TEST(HalfBits, OperandsRoundAsHalidesCastsRound) {
+    const std::vector<float> inputs = rounding_edge_inputs();
     for (const Type &t : {BFloat(16), Float(16)}) {
         SCOPED_TRACE(t == Float(16) ? "float16" : "bfloat16");
         const std::vector<float> by_cast = attngen_half_test::realize_over(
@@ -498,6 +541,35 @@ TEST(HalfBits, OperandsRoundAsHalidesCastsRound) {
             ASSERT_TRUE(attngen_half_test::same_float(by_bits[k], by_cast[k]))
                 << "x = " << inputs[k] << " (bits 0x" << std::hex << to_bits(inputs[k])
                 << "): " << by_bits[k] << " against " << by_cast[k];
+        }
+    }
+}
+
+// What a GPU kernel stores in a KV cache of a 16-bit format: the bits Halide's cast (the CPU
+// kernels' store) gives, float16's overflow to infinity included.
+TEST(HalfBits, StoredBitsAreTheBitsOfHalidesCasts) {
+    const std::vector<float> inputs = rounding_edge_inputs();
+    Buffer<float> in(int(inputs.size()));
+    std::memcpy(in.data(), inputs.data(), inputs.size() * sizeof(float));
+    for (const Type &t : {BFloat(16), Float(16)}) {
+        SCOPED_TRACE(t == Float(16) ? "float16" : "bfloat16");
+        Var i("i");
+        Func by_cast("by_cast"), by_bits("by_bits");
+        by_cast(i) = reinterpret<uint16_t>(cast(t, in(i)));
+        by_bits(i) = attngen::float_to_storage_bits(in(i), t);
+        by_bits.vectorize(i, 8);
+        Buffer<uint16_t> want = by_cast.realize({in.width()});
+        Buffer<uint16_t> got = by_bits.realize({in.width()});
+        for (int k = 0; k < in.width(); ++k) {
+            if (std::isnan(inputs[k])) {
+                // As above: Halide's bfloat16 cast may turn such a NaN into infinity.
+                const float decoded = t == Float(16) ? attngen::rt::from_float16(got(k))
+                                                     : attngen::rt::from_bfloat16(got(k));
+                ASSERT_TRUE(std::isnan(decoded)) << "bits 0x" << std::hex << to_bits(inputs[k]);
+                continue;
+            }
+            ASSERT_EQ(got(k), want(k))
+                << "x = " << inputs[k] << " (bits 0x" << std::hex << to_bits(inputs[k]) << ")";
         }
     }
 }

@@ -1,0 +1,221 @@
+// Decoding cases written once, run by the CPU suite (test_decode.cpp) and the GPU suite
+// (test_device_decode.cpp): each takes a tester of the device and precision to run on and sets
+// the model's shape itself.
+#ifndef ATTNGEN_TESTS_DECODE_CASES_H
+#define ATTNGEN_TESTS_DECODE_CASES_H
+
+#include <attngen/attngen.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "decode_tester.h"
+
+namespace attngen_test {
+
+// Token rows t0.. of a sequence.
+inline const float *TokenRows(const std::vector<float> &tokens, int t0, int d_model) {
+    return tokens.data() + size_t(t0) * d_model;
+}
+
+// base with a model shape of d_model features and `heads` query heads.
+inline MhaTester Shaped(MhaTester base, int d_model, int heads) {
+    base.d_model(d_model).num_heads(heads);
+    return base;
+}
+
+inline void CheckStepByStepEqualsCausalAttention(const MhaTester &base) {
+    DecodeAndCheck(Shaped(base, 32, 4), 12, 0, 16);
+}
+
+inline void CheckGroupedQueryAndMultiQuery(const MhaTester &base) {
+    DecodeAndCheck(Shaped(base, 32, 8).num_kv_heads(2), 10, 0, 10);  // 4 query heads per KV head
+    DecodeAndCheck(Shaped(base, 32, 4).num_kv_heads(1), 9, 0, 9);    // MQA
+}
+
+inline void CheckRotaryPositionsBothLayoutsAndPartial(const MhaTester &base) {
+    DecodeAndCheck(Shaped(base, 32, 4).rope(ATTNGEN_ROPE_HALF), 9, 0, 9);
+    DecodeAndCheck(Shaped(base, 32, 4).rope(ATTNGEN_ROPE_INTERLEAVED), 9, 0, 9);
+    DecodeAndCheck(Shaped(base, 32, 2).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF, 6, 500000.0f), 7, 0,
+                   8);
+}
+
+inline void CheckValueHeadSizeOfItsOwn(const MhaTester &base) {
+    DecodeAndCheck(Shaped(base, 24, 4).num_kv_heads(2).v_head_dim(5), 8, 0, 8);
+    DecodeAndCheck(Shaped(base, 24, 4).v_head_dim(11).rope(ATTNGEN_ROPE_INTERLEAVED), 6, 0, 6);
+}
+
+inline void CheckPromptThenSteps(const MhaTester &base) {
+    DecodeAndCheck(Shaped(base, 32, 4).num_kv_heads(2).rope(ATTNGEN_ROPE_HALF), 14, 9, 20);
+}
+
+// Two items that started at different times, decoded in one call with items {1, 0}.
+inline void CheckItemsAtDifferentLengthsInOneCall(MhaTester tester) {
+    tester.d_model(32).num_heads(8).num_kv_heads(2).rope(ATTNGEN_ROPE_HALF);
+    DecodeModel model(tester);
+    const int d = model.d_model();
+    const std::vector<float> a = model.Tokens(12, 21), b = model.Tokens(9, 22);
+    const DecodeModel::Expected want_a = model.SelfAttention(a), want_b = model.SelfAttention(b);
+    attngen_kv_cache *raw = nullptr;
+    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 3, 16, &raw), ATTNGEN_OK);
+    CacheHandle cache(raw);
+    const int32_t item_a = 1, item_b = 0;
+    // Item a takes a prompt of 5, item b of 2.
+    ASSERT_EQ(
+        attngen_kv_cache_append(model.handle(), cache.get(), 1, &item_a, 5, a.data(), a.data()),
+        ATTNGEN_OK);
+    ASSERT_EQ(
+        attngen_kv_cache_append(model.handle(), cache.get(), 1, &item_b, 2, b.data(), b.data()),
+        ATTNGEN_OK);
+    // Four steps of one token per item, then one of three: with several queries, the causal mask
+    // ends at each item's own length.
+    int ta = 5, tb = 2;
+    for (int rows : {1, 1, 1, 1, 3}) {
+        const size_t block = size_t(rows) * d;
+        std::vector<float> x(2 * block), out(2 * block, kSentinel);
+        std::memcpy(&x[0], TokenRows(a, ta, d), block * sizeof(float));
+        std::memcpy(&x[block], TokenRows(b, tb, d), block * sizeof(float));
+        const int32_t items[2] = {item_a, item_b};
+        ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 2, items, rows, x.data(),
+                                          x.data()),
+                  ATTNGEN_OK)
+            << attngen_last_error();
+        ASSERT_EQ(attngen_mha_forward_cached(model.handle(), cache.get(), 2, items, rows, x.data(),
+                                             ATTNGEN_CAUSAL_BOTTOM_RIGHT, out.data()),
+                  ATTNGEN_OK)
+            << attngen_last_error();
+        model.Check("item a", &out[0], rows, want_a, ta);
+        model.Check("item b", &out[block], rows, want_b, tb);
+        ta += rows;
+        tb += rows;
+    }
+    int32_t lengths[3];
+    ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), lengths), ATTNGEN_OK);
+    EXPECT_EQ(lengths[0], 9);
+    EXPECT_EQ(lengths[1], 12);
+    EXPECT_EQ(lengths[2], 0);
+}
+
+// Nothing visible: attention contributes 0 and the output is the output projection's bias.
+inline void CheckAnEmptyItemGivesTheOutputBias(MhaTester tester) {
+    tester.d_model(16).num_heads(2);
+    DecodeModel model(tester);
+    const int d = model.d_model();
+    attngen_kv_cache *raw = nullptr;
+    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 2, 4, &raw), ATTNGEN_OK);
+    CacheHandle cache(raw);
+    const std::vector<float> x = model.Tokens(3, 5);
+    std::vector<float> out(3 * d, kSentinel);
+    const int32_t item = 1;
+    ASSERT_EQ(attngen_mha_forward_cached(model.handle(), cache.get(), 1, &item, 3, x.data(),
+                                         ATTNGEN_CAUSAL_NONE, out.data()),
+              ATTNGEN_OK)
+        << attngen_last_error();
+    for (int r = 0; r < 3; ++r)
+        for (int o = 0; o < d; ++o) EXPECT_EQ(out[r * d + o], model.model().bo[o]) << r << " " << o;
+}
+
+inline void CheckResetEmptiesAnItemAndItDecodesAgain(MhaTester tester) {
+    tester.d_model(16).num_heads(4).num_kv_heads(2).rope(ATTNGEN_ROPE_HALF);
+    DecodeModel model(tester);
+    const int d = model.d_model();
+    const std::vector<float> seq = model.Tokens(5, 3), other = model.Tokens(4, 4);
+    const DecodeModel::Expected want = model.SelfAttention(seq);
+    attngen_kv_cache *raw = nullptr;
+    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 2, 8, &raw), ATTNGEN_OK);
+    CacheHandle cache(raw);
+    ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 1, nullptr, 4, other.data(),
+                                      other.data()),
+              ATTNGEN_OK);
+    ASSERT_EQ(attngen_kv_cache_reset(cache.get(), 0), ATTNGEN_OK);
+    int32_t lengths[2] = {-1, -1};
+    ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), lengths), ATTNGEN_OK);
+    EXPECT_EQ(lengths[0], 0);
+    std::vector<float> out(size_t(5) * d, kSentinel);
+    ASSERT_EQ(
+        attngen_kv_cache_append(model.handle(), cache.get(), 1, nullptr, 5, seq.data(), seq.data()),
+        ATTNGEN_OK);
+    ASSERT_EQ(attngen_mha_forward_cached(model.handle(), cache.get(), 1, nullptr, 5, seq.data(),
+                                         ATTNGEN_CAUSAL_BOTTOM_RIGHT, out.data()),
+              ATTNGEN_OK);
+    model.Check("after reset", out.data(), 5, want, 0);
+    ASSERT_EQ(attngen_kv_cache_reset(cache.get(), -1), ATTNGEN_OK);
+    ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), lengths), ATTNGEN_OK);
+    EXPECT_EQ(lengths[0], 0);
+    EXPECT_EQ(lengths[1], 0);
+}
+
+// An encoder-decoder's decoder: the encoder output appended once, every step attends to all of
+// it (causal NONE).
+inline void CheckCrossAttentionAppendsTheMemoryOnce(MhaTester tester) {
+    tester.d_model(32).num_heads(4).num_kv_heads(2);
+    DecodeModel model(tester);
+    const int d = model.d_model();
+    const std::vector<float> memory = model.Tokens(11, 31), queries = model.Tokens(4, 32);
+    const DecodeModel::Expected want = model.CrossAttention(queries, memory);
+    attngen_kv_cache *raw = nullptr;
+    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 1, 11, &raw), ATTNGEN_OK);
+    CacheHandle cache(raw);
+    ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 1, nullptr, 11, memory.data(),
+                                      memory.data()),
+              ATTNGEN_OK);
+    for (int step = 0; step < 4; ++step) {
+        std::vector<float> out(d, kSentinel);
+        ASSERT_EQ(attngen_mha_forward_cached(model.handle(), cache.get(), 1, nullptr, 1,
+                                             TokenRows(queries, step, d), ATTNGEN_CAUSAL_NONE,
+                                             out.data()),
+                  ATTNGEN_OK)
+            << attngen_last_error();
+        model.Check("cross-attention step", out.data(), 1, want, step);
+    }
+}
+
+// A float16 cache on `device` refuses an append whose projected keys pass 65504: nothing is
+// appended to any item, and the cache stays usable.
+inline void CheckFloat16CacheRefusesKeysBeyondItsRange(attngen_device device) {
+    attngen_mha_config c{};
+    c.d_model = 8;
+    c.num_heads = 2;
+    c.device = device;
+    c.precision = ATTNGEN_PRECISION_F16;
+    attngen_mha *raw = nullptr;
+    ASSERT_EQ(attngen_mha_create(&c, &raw), ATTNGEN_OK) << attngen_last_error();
+    MhaHandle m(raw);
+    const std::vector<float> w(64, 0.5f);
+    ASSERT_EQ(attngen_mha_set_weights(m.get(), w.data(), w.data(), w.data(), w.data(), nullptr,
+                                      nullptr, nullptr, nullptr),
+              ATTNGEN_OK)
+        << attngen_last_error();
+    attngen_kv_cache *cache_raw = nullptr;
+    ASSERT_EQ(attngen_kv_cache_create(m.get(), 2, 4, &cache_raw), ATTNGEN_OK)
+        << attngen_last_error();
+    CacheHandle cache(cache_raw);
+    // Item 0 fine, item 1's projected keys 8 x 0.5 x 20000 = 80000: past float16's 65504.
+    std::vector<float> x(16, 1.0f);
+    for (int i = 8; i < 16; ++i) x[i] = 20000.0f;
+    EXPECT_EQ(attngen_kv_cache_append(m.get(), cache.get(), 2, nullptr, 1, x.data(), x.data()),
+              ATTNGEN_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::strstr(attngen_last_error(), "float16"), nullptr) << attngen_last_error();
+    int32_t lengths[2] = {-1, -1};
+    ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), lengths), ATTNGEN_OK);
+    EXPECT_EQ(lengths[0], 0);
+    EXPECT_EQ(lengths[1], 0);
+    // The cache stays usable: item 0, appended now, attends to its one row only, whose value
+    // row is 8 x 0.5 x 1 = 4 per feature, so every output is 8 x 0.5 x 4 = 16, exactly.
+    ASSERT_EQ(attngen_kv_cache_append(m.get(), cache.get(), 1, nullptr, 1, x.data(), x.data()),
+              ATTNGEN_OK)
+        << attngen_last_error();
+    ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), lengths), ATTNGEN_OK);
+    EXPECT_EQ(lengths[0], 1);
+    std::vector<float> out(8, kSentinel);
+    ASSERT_EQ(attngen_mha_forward_cached(m.get(), cache.get(), 1, nullptr, 1, x.data(),
+                                         ATTNGEN_CAUSAL_BOTTOM_RIGHT, out.data()),
+              ATTNGEN_OK)
+        << attngen_last_error();
+    for (float v : out) EXPECT_EQ(v, 16.0f);
+}
+
+}  // namespace attngen_test
+
+#endif  // ATTNGEN_TESTS_DECODE_CASES_H
