@@ -585,8 +585,8 @@ class KvStoreGenerator : public AttngenGenerator<KvStoreGenerator> {
 };
 
 // The cached forward (attngen_mha_forward_cached): the query projection, rotated at the
-// positions the cache says, attention over the cache (define_decode_attention) and the output
-// projection.
+// positions the cache says, attention over the cache (the CPU's split-KV kernel,
+// define_decode_attention; on GPUs the flash kernel) and the output projection.
 class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
   public:
     GeneratorParam<Precision> precision{"precision", Precision::F32, kPrecisionNames};

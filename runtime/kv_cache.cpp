@@ -145,20 +145,32 @@ TensorBuffer<uint8_t, N> stored_buffer(const std::vector<uint8_t> &bytes, attnge
     return TensorBuffer<uint8_t, N>(bytes.data(), shape, {}, element_type(device, p));
 }
 
-// A float16 cache cannot hold a projected key or value beyond 65504: the kernel rounds it to
-// infinity, found here before anything is appended.
-attngen_status require_storable(const std::vector<uint8_t> &rows, attngen_precision p,
-                                const char *what) {
-    if (p != ATTNGEN_PRECISION_F16) return ATTNGEN_OK;
-    for (size_t i = 0; i < rows.size() / 2; ++i) {
-        uint16_t h;
-        std::memcpy(&h, &rows[2 * i], 2);
-        if (is_float16_infinite(h)) {
+// The cache keeps no NaN or infinity: a stored one would reach every later step of its item,
+// and kernels multiply the values of masked positions by probability 0. Finite inputs may still
+// project to one (beyond float16's 65504, or past float32's range), found here in the projected
+// rows before anything is appended.
+attngen_status require_finite_rows(const std::vector<uint8_t> &rows, attngen_precision p,
+                                   const char *what) {
+    const size_t element = size_t(element_bytes(p));
+    for (size_t i = 0; i < rows.size() / element; ++i) {
+        float x;
+        if (p == ATTNGEN_PRECISION_F32) {
+            std::memcpy(&x, &rows[4 * i], 4);
+        } else {
+            uint16_t h;
+            std::memcpy(&h, &rows[2 * i], 2);
+            x = p == ATTNGEN_PRECISION_F16 ? from_float16(h) : from_bfloat16(h);
+        }
+        if (std::isfinite(x)) continue;
+        if (p == ATTNGEN_PRECISION_F16) {
             return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
                         std::string("a projected ") + what +
                             " is beyond float16's range (|x| <= 65504) of this "
                             "ATTNGEN_PRECISION_F16 cache; nothing was appended");
         }
+        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                    std::string("a projected ") + what +
+                        " is not finite (the inputs' projection overflows); nothing was appended");
     }
     return ATTNGEN_OK;
 }
@@ -204,7 +216,7 @@ attngen_status resolve_items(const attngen_kv_cache *c, int32_t batch, const int
     return ATTNGEN_OK;
 }
 
-// The cache keeps no NaN or infinity: it would reach every later step of its item.
+// Inputs with NaN or infinity are refused up front (require_finite_rows says why).
 attngen_status require_finite(const float *x, size_t n, const char *name) {
     for (size_t i = 0; i < n; ++i) {
         if (!std::isfinite(x[i])) {
@@ -390,21 +402,23 @@ static attngen_status attngen_kv_cache_append_impl(attngen_mha *m, attngen_kv_ca
         kernels.project(&context, key_buf.get(), value_buf.get(), w.wk->weight(), w.wv->weight(),
                         w.wk->bias.get(), w.wv->bias.get(), cfg.head_dim, cfg.v_head_dim, cfg.rope,
                         cfg.rotary_dim, inv_freq.get(), first_buf.get(), k_buf.get(), v_buf.get());
-    // The float16 range check below reads the rows on the host.
-    const bool check_range = c->precision == ATTNGEN_PRECISION_F16;
-    if (code == 0 && on_gpu && check_range) code = halide_copy_to_host(&context, k_buf.get());
-    if (code == 0 && on_gpu && check_range) code = halide_copy_to_host(&context, v_buf.get());
+    // The check below reads the rows on the host (a few rows per step: the copy is small next
+    // to the weights the projections read).
+    if (code == 0 && on_gpu) code = halide_copy_to_host(&context, k_buf.get());
+    if (code == 0 && on_gpu) code = halide_copy_to_host(&context, v_buf.get());
     if (code != 0) return kernel_failure(kernels.project_name, code, context);
-    ATTNGEN_RETURN_IF_ERROR(require_storable(k_rows, c->precision, "key"));
-    ATTNGEN_RETURN_IF_ERROR(require_storable(v_rows, c->precision, "value"));
+    ATTNGEN_RETURN_IF_ERROR(require_finite_rows(k_rows, c->precision, "key"));
+    ATTNGEN_RETURN_IF_ERROR(require_finite_rows(v_rows, c->precision, "value"));
 
     // Every check has passed and the kernel succeeded: only now does the cache change. The
-    // device's scatter writes only positions at or past each item's length, which no forward
-    // reads before the length moves past them, so a scatter that fails changes nothing a call
-    // can see.
+    // device's scatter writes only positions at or past each item's length. Forwards read
+    // such positions only as masked keys, whose values they multiply by probability 0, and the
+    // rows are finite: a scatter that fails part way leaves nothing a later call can see. It
+    // is waited for, so that a fault is this call's error and the lengths stay as they were.
     if (on_gpu) {
         code = kernels.store(&context, k_buf.get(), v_buf.get(), items_buf.get(), first_buf.get(),
                              c->on_device->keys(), c->on_device->values());
+        if (code == 0) code = halide_device_sync(&context, c->on_device->values());
         if (code != 0) return kernel_failure(kernels.store_name, code, context);
     } else {
         copy_rows_into_cache(c, item_of, first, len, k_rows, v_rows);

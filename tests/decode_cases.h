@@ -7,6 +7,7 @@
 #include <attngen/attngen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -50,27 +51,31 @@ inline void CheckPromptThenSteps(const MhaTester &base) {
     DecodeAndCheck(Shaped(base, 32, 4).num_kv_heads(2).rope(ATTNGEN_ROPE_HALF), 14, 9, 20);
 }
 
-// Two items that started at different times, decoded in one call with items {1, 0}.
-inline void CheckItemsAtDifferentLengthsInOneCall(MhaTester tester) {
+// Two items that started at different times (prompts of prompt_a and prompt_b tokens),
+// decoded in one call with items {1, 0}.
+inline void CheckItemsAtDifferentLengthsInOneCall(MhaTester tester, int prompt_a = 5,
+                                                  int prompt_b = 2) {
     tester.d_model(32).num_heads(8).num_kv_heads(2).rope(ATTNGEN_ROPE_HALF);
     DecodeModel model(tester);
-    const int d = model.d_model();
-    const std::vector<float> a = model.Tokens(12, 21), b = model.Tokens(9, 22);
+    const int d = model.d_model(), steps = 7;  // tokens after the prompts, per item
+    const std::vector<float> a = model.Tokens(prompt_a + steps, 21);
+    const std::vector<float> b = model.Tokens(prompt_b + steps, 22);
     const DecodeModel::Expected want_a = model.SelfAttention(a), want_b = model.SelfAttention(b);
     attngen_kv_cache *raw = nullptr;
-    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 3, 16, &raw), ATTNGEN_OK);
+    ASSERT_EQ(
+        attngen_kv_cache_create(model.handle(), 3, std::max(prompt_a, prompt_b) + steps, &raw),
+        ATTNGEN_OK);
     CacheHandle cache(raw);
     const int32_t item_a = 1, item_b = 0;
-    // Item a takes a prompt of 5, item b of 2.
-    ASSERT_EQ(
-        attngen_kv_cache_append(model.handle(), cache.get(), 1, &item_a, 5, a.data(), a.data()),
-        ATTNGEN_OK);
-    ASSERT_EQ(
-        attngen_kv_cache_append(model.handle(), cache.get(), 1, &item_b, 2, b.data(), b.data()),
-        ATTNGEN_OK);
+    ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 1, &item_a, prompt_a, a.data(),
+                                      a.data()),
+              ATTNGEN_OK);
+    ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 1, &item_b, prompt_b, b.data(),
+                                      b.data()),
+              ATTNGEN_OK);
     // Four steps of one token per item, then one of three: with several queries, the causal mask
     // ends at each item's own length.
-    int ta = 5, tb = 2;
+    int ta = prompt_a, tb = prompt_b;
     for (int rows : {1, 1, 1, 1, 3}) {
         const size_t block = size_t(rows) * d;
         std::vector<float> x(2 * block), out(2 * block, kSentinel);
@@ -92,8 +97,8 @@ inline void CheckItemsAtDifferentLengthsInOneCall(MhaTester tester) {
     }
     int32_t lengths[3];
     ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), lengths), ATTNGEN_OK);
-    EXPECT_EQ(lengths[0], 9);
-    EXPECT_EQ(lengths[1], 12);
+    EXPECT_EQ(lengths[0], prompt_b + steps);
+    EXPECT_EQ(lengths[1], prompt_a + steps);
     EXPECT_EQ(lengths[2], 0);
 }
 
@@ -171,22 +176,31 @@ inline void CheckCrossAttentionAppendsTheMemoryOnce(MhaTester tester) {
     }
 }
 
-// A float16 cache on `device` refuses an append whose projected keys pass 65504: nothing is
-// appended to any item, and the cache stays usable.
-inline void CheckFloat16CacheRefusesKeysBeyondItsRange(attngen_device device) {
+// A handle of d_model 8, 2 heads, no bias, every weight 0.5, on `device` in `precision`.
+inline MhaHandle HalfWeightsHandle(attngen_device device, attngen_precision precision) {
     attngen_mha_config c{};
     c.d_model = 8;
     c.num_heads = 2;
     c.device = device;
-    c.precision = ATTNGEN_PRECISION_F16;
+    c.precision = precision;
     attngen_mha *raw = nullptr;
-    ASSERT_EQ(attngen_mha_create(&c, &raw), ATTNGEN_OK) << attngen_last_error();
+    EXPECT_EQ(attngen_mha_create(&c, &raw), ATTNGEN_OK) << attngen_last_error();
     MhaHandle m(raw);
     const std::vector<float> w(64, 0.5f);
-    ASSERT_EQ(attngen_mha_set_weights(m.get(), w.data(), w.data(), w.data(), w.data(), nullptr,
-                                      nullptr, nullptr, nullptr),
-              ATTNGEN_OK)
-        << attngen_last_error();
+    if (m) {
+        EXPECT_EQ(attngen_mha_set_weights(m.get(), w.data(), w.data(), w.data(), w.data(), nullptr,
+                                          nullptr, nullptr, nullptr),
+                  ATTNGEN_OK)
+            << attngen_last_error();
+    }
+    return m;
+}
+
+// A float16 cache on `device` refuses an append whose projected keys pass 65504: nothing is
+// appended to any item, and the cache stays usable.
+inline void CheckFloat16CacheRefusesKeysBeyondItsRange(attngen_device device) {
+    MhaHandle m = HalfWeightsHandle(device, ATTNGEN_PRECISION_F16);
+    ASSERT_NE(m, nullptr);
     attngen_kv_cache *cache_raw = nullptr;
     ASSERT_EQ(attngen_kv_cache_create(m.get(), 2, 4, &cache_raw), ATTNGEN_OK)
         << attngen_last_error();
@@ -214,6 +228,48 @@ inline void CheckFloat16CacheRefusesKeysBeyondItsRange(attngen_device device) {
               ATTNGEN_OK)
         << attngen_last_error();
     for (float v : out) EXPECT_EQ(v, 16.0f);
+}
+
+// Finite inputs whose projection is not finite (3e38 x 8 features x 0.5 passes float32's
+// range; float16's at once) are refused in every precision, and the refused rows reach no
+// item: the short item's next positions lie inside the keys a call with a longer item reads
+// (as masked keys, weighted 0, where an infinity would make NaN), and its outputs stay the same
+// bit for bit.
+inline void CheckRefusedAppendChangesNothing(attngen_device device, attngen_precision precision) {
+    MhaHandle m = HalfWeightsHandle(device, precision);
+    ASSERT_NE(m, nullptr);
+    attngen_kv_cache *raw = nullptr;
+    ASSERT_EQ(attngen_kv_cache_create(m.get(), 2, 8, &raw), ATTNGEN_OK) << attngen_last_error();
+    CacheHandle cache(raw);
+    std::vector<float> x(6 * 8);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 7) - 3) / 4;
+    const int32_t long_item = 0, short_item = 1, both[2] = {0, 1};
+    ASSERT_EQ(attngen_kv_cache_append(m.get(), cache.get(), 1, &long_item, 6, x.data(), x.data()),
+              ATTNGEN_OK)
+        << attngen_last_error();
+    ASSERT_EQ(attngen_kv_cache_append(m.get(), cache.get(), 1, &short_item, 2, x.data(), x.data()),
+              ATTNGEN_OK)
+        << attngen_last_error();
+    const auto forward = [&](std::vector<float> *out) {
+        out->assign(2 * 8, kSentinel);
+        return attngen_mha_forward_cached(m.get(), cache.get(), 2, both, 1, x.data(),
+                                          ATTNGEN_CAUSAL_NONE, out->data());
+    };
+    std::vector<float> before, after;
+    ASSERT_EQ(forward(&before), ATTNGEN_OK) << attngen_last_error();
+    // Row 0 (the long item) is fine; row 1 overflows.
+    std::vector<float> rows(2 * 8, 0.25f);
+    for (int f = 8; f < 16; ++f) rows[size_t(f)] = 3e38f;
+    EXPECT_EQ(attngen_kv_cache_append(m.get(), cache.get(), 2, both, 1, rows.data(), rows.data()),
+              ATTNGEN_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::strstr(attngen_last_error(), "nothing was appended"), nullptr)
+        << attngen_last_error();
+    int32_t lengths[2] = {-1, -1};
+    ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), lengths), ATTNGEN_OK);
+    EXPECT_EQ(lengths[0], 6);
+    EXPECT_EQ(lengths[1], 2);
+    ASSERT_EQ(forward(&after), ATTNGEN_OK) << attngen_last_error();
+    EXPECT_EQ(0, std::memcmp(before.data(), after.data(), before.size() * sizeof(float)));
 }
 
 }  // namespace attngen_test

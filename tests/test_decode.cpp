@@ -10,6 +10,7 @@
 #include <attngen/attngen.hpp>
 
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -72,6 +73,14 @@ TEST(Decode, ResetEmptiesAnItemAndItDecodesAgain) {
 
 TEST(Decode, CrossAttentionAppendsTheMemoryOnce) {
     CheckCrossAttentionAppendsTheMemoryOnce(MhaTester());
+}
+
+TEST(Decode, RefusedAppendChangesNothingInEveryPrecision) {
+    for (attngen_precision p :
+         {ATTNGEN_PRECISION_F32, ATTNGEN_PRECISION_BF16, ATTNGEN_PRECISION_F16}) {
+        SCOPED_TRACE("precision " + std::to_string(int(p)));
+        CheckRefusedAppendChangesNothing(ATTNGEN_DEVICE_CPU, p);
+    }
 }
 
 // The C++ layer: the same decode through attngen::KvCache.

@@ -6,6 +6,7 @@
 #include <attngen/attngen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -54,6 +55,8 @@ TEST_P(DeviceDecode, PromptThenSteps) {
 TEST_P(DeviceDecode, QueryAndKeyBlockEdges) {
     DecodeAndCheck(Model(16, 4).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF), 66, 30, 70);
     for (int prompt : {15, 16, 17}) DecodeAndCheck(Model(16, 2), prompt + 2, prompt, prompt + 2);
+    // A prompt whose rows cross one of the cache's blocks of 32 positions.
+    DecodeAndCheck(Model(16, 2).num_kv_heads(1), 44, 40, 44);
 }
 
 TEST_P(DeviceDecode, ItemsAtDifferentLengthsInOneCall) {
@@ -72,37 +75,72 @@ TEST_P(DeviceDecode, CrossAttentionAppendsTheMemoryOnce) {
     CheckCrossAttentionAppendsTheMemoryOnce(Base());
 }
 
-// An append that fails changes nothing on the device either: every later forward gives what
-// it gave before, bit for bit.
-TEST_P(DeviceDecode, OverflowPastMaxLenChangesNothing) {
-    DecodeModel model(Model(16, 4).num_kv_heads(2));
-    ASSERT_NE(model.handle(), nullptr);
-    attngen_kv_cache *raw = nullptr;
-    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 2, 4, &raw), ATTNGEN_OK)
-        << attngen_last_error();
-    CacheHandle cache(raw);
-    const std::vector<float> x = model.Tokens(8, 1);
-    const int32_t items[2] = {0, 1};
-    const auto forward = [&](std::vector<float> *out) {
-        out->assign(16, kSentinel);
-        return attngen_mha_forward_cached(model.handle(), cache.get(), 1, &items[1], 1, x.data(),
-                                          ATTNGEN_CAUSAL_NONE, out->data());
-    };
-    ASSERT_EQ(
-        attngen_kv_cache_append(model.handle(), cache.get(), 1, &items[1], 3, x.data(), x.data()),
-        ATTNGEN_OK)
-        << attngen_last_error();
-    std::vector<float> before, after;
-    ASSERT_EQ(forward(&before), ATTNGEN_OK) << attngen_last_error();
-    // Item 0 would fit, item 1 not.
-    EXPECT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 2, items, 2, x.data(), x.data()),
-              ATTNGEN_ERROR_SHAPE);
-    ASSERT_EQ(forward(&after), ATTNGEN_OK) << attngen_last_error();
-    EXPECT_EQ(0, std::memcmp(before.data(), after.data(), before.size() * sizeof(float)));
-    int32_t lengths[2] = {-1, -1};
-    ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), lengths), ATTNGEN_OK);
-    EXPECT_EQ(lengths[0], 0);
-    EXPECT_EQ(lengths[1], 3);
+// Items of very different lengths in one call: the short item's key blocks past its length are
+// visited (the call's key limit is the long item's) and wholly masked.
+TEST_P(DeviceDecode, ItemsOfVeryDifferentLengthsAcrossKeyBlocks) {
+    CheckItemsAtDifferentLengthsInOneCall(Base(), 67, 3);
+}
+
+TEST_P(DeviceDecode, RefusedAppendChangesNothing) {
+    CheckRefusedAppendChangesNothing(DeviceUnderTest(), GetParam());
+}
+
+// The cache holds the bits a CPU cache of the precision holds: one cached row, attended by a
+// query that sees only it (zero query and key weights), comes out through identity value and
+// output weights as it is stored. The value bias moves the projected values onto the format's
+// rounding ties, past them by a little, into float16's subnormals and up to its largest value.
+TEST_P(DeviceDecode, CacheStoresTheBitsACpuCacheStores) {
+    constexpr int d = 16;
+    const float tie_bf16 = std::ldexp(1.0f, -8), tie_f16 = std::ldexp(1.0f, -11);
+    const float sub = std::ldexp(1.0f, -25);  // half float16's smallest subnormal
+    const std::vector<float> x = {1, 1, -1, 1, 1, 1, 0, 0, 0, 65504, -65504, 3, 0.1f, 1, 2, 0};
+    const std::vector<float> bv = {tie_bf16, 3 * tie_bf16, -3 * tie_bf16, tie_bf16 * 1.001f,
+                                   tie_f16,  3 * tie_f16,  sub,           3 * sub,
+                                   -5 * sub, 15.9f,        -15.0f,        1e-3f,
+                                   1e-5f,    -tie_f16,     3 * tie_bf16,  0.0f};
+    std::vector<float> zeros(d * d, 0.0f), identity(d * d, 0.0f), no_bias(d, 0.0f);
+    for (int i = 0; i < d; ++i) identity[size_t(i) * d + i] = 1.0f;
+    std::vector<float> outputs[2];
+    for (int k = 0; k < 2; ++k) {
+        attngen_mha_config c{};
+        c.d_model = d;
+        c.num_heads = 1;
+        c.use_bias = 1;
+        c.device = k == 0 ? ATTNGEN_DEVICE_CPU : DeviceUnderTest();
+        c.precision = GetParam();
+        attngen_mha *raw = nullptr;
+        ASSERT_EQ(attngen_mha_create(&c, &raw), ATTNGEN_OK) << attngen_last_error();
+        MhaHandle m(raw);
+        ASSERT_EQ(attngen_mha_set_weights(m.get(), zeros.data(), zeros.data(), identity.data(),
+                                          identity.data(), no_bias.data(), no_bias.data(),
+                                          bv.data(), no_bias.data()),
+                  ATTNGEN_OK)
+            << attngen_last_error();
+        attngen_kv_cache *cache_raw = nullptr;
+        ASSERT_EQ(attngen_kv_cache_create(m.get(), 1, 1, &cache_raw), ATTNGEN_OK)
+            << attngen_last_error();
+        CacheHandle cache(cache_raw);
+        ASSERT_EQ(attngen_kv_cache_append(m.get(), cache.get(), 1, nullptr, 1, x.data(), x.data()),
+                  ATTNGEN_OK)
+            << attngen_last_error();
+        outputs[k].assign(d, kSentinel);
+        ASSERT_EQ(attngen_mha_forward_cached(m.get(), cache.get(), 1, nullptr, 1, x.data(),
+                                             ATTNGEN_CAUSAL_BOTTOM_RIGHT, outputs[k].data()),
+                  ATTNGEN_OK)
+            << attngen_last_error();
+    }
+    for (int f = 0; f < d; ++f) {
+        EXPECT_EQ(outputs[1][size_t(f)], outputs[0][size_t(f)])
+            << "feature " << f << ": x " << x[size_t(f)] << " + bias " << bv[size_t(f)];
+    }
+    // Where the format rounds, the ties went to even: 1 + 2^-8 is 1 in bfloat16, 1 + 2^-11 is 1
+    // in float16 (and float32 keeps both).
+    if (GetParam() == ATTNGEN_PRECISION_BF16) {
+        EXPECT_EQ(outputs[1][0], 1.0f);
+    }
+    if (GetParam() == ATTNGEN_PRECISION_F16) {
+        EXPECT_EQ(outputs[1][4], 1.0f);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, DeviceDecode,

@@ -235,8 +235,9 @@ ATTNGEN_API attngen_status attngen_gpu_context_release(attngen_device device,
 
 /* A KV cache: the projected (and rotated) keys and values of up to max_batch sequences
  * ("items") of up to max_len positions each, in the handle's precision, on the handle's device
- * (a GPU handle's cache is device memory in the handle's context, ATTNGEN_ERROR_DEVICE where the
- * device cannot allocate it). Items start empty. A cache is bound to the handle it was created
+ * (a GPU handle's cache is device memory in the handle's context, zeroed from a host buffer of
+ * its size: ATTNGEN_ERROR_DEVICE where the device cannot allocate it, OUT_OF_MEMORY where the
+ * host cannot). Items start empty. A cache is bound to the handle it was created
  * from (its heads, head sizes and precision) and usable with that handle only; the handle must
  * outlive it. Appends and cached forwards take and give host memory on every device. */
 typedef struct attngen_kv_cache attngen_kv_cache; /* opaque */
@@ -252,8 +253,9 @@ ATTNGEN_API attngen_status attngen_kv_cache_reset(attngen_kv_cache *c, int32_t i
 /* Projects key [batch, len, kdim] and value [batch, len, vdim] with the handle's weights (and
  * rotates the keys, at positions n_b .. n_b + len - 1) and appends row block b to cache item
  * items[b] (items: [batch] distinct item numbers, or NULL for 0..batch-1) at its current
- * length n_b. ATTNGEN_ERROR_SHAPE when an item would pass max_len: then nothing is appended to
- * any item. */
+ * length n_b. ATTNGEN_ERROR_SHAPE when an item would pass max_len, ATTNGEN_ERROR_INVALID_ARGUMENT
+ * when an input or a projected key or value is not finite (or beyond 65504 in a float16 cache):
+ * then nothing is appended to any item. */
 ATTNGEN_API attngen_status attngen_kv_cache_append(attngen_mha *m, attngen_kv_cache *c,
                                                    int32_t batch, const int32_t *items, int32_t len,
                                                    const float *key, const float *value);
