@@ -40,6 +40,7 @@ using namespace attngen_fuzz;
 constexpr uint8_t kApi02 = 0x02;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    SetCurrentInput(data, size);
     const bool v2 = size > 0 && data[0] == kApi02;
     FuzzedDataProvider in(v2 ? data + 1 : data, v2 ? size - 1 : size);
     DataSource src;

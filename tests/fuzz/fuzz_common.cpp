@@ -46,9 +46,38 @@ float SpecialValue(FuzzedDataProvider &in) {
 
 }  // namespace
 
+namespace {
+const uint8_t *current_input = nullptr;
+size_t current_size = 0;
+}  // namespace
+
+void SetCurrentInput(const uint8_t *data, size_t size) {
+    current_input = data;
+    current_size = size;
+}
+
+// The input in base64, so that a failure seen only in a CI log can be replayed: libFuzzer
+// writes no crash file when a sanitizer's handler takes the abort.
+void PrintCurrentInput() {
+    static const char kDigits[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    for (size_t i = 0; i < current_size; i += 3) {
+        uint32_t v = uint32_t(current_input[i]) << 16;
+        if (i + 1 < current_size) v |= uint32_t(current_input[i + 1]) << 8;
+        if (i + 2 < current_size) v |= current_input[i + 2];
+        out += kDigits[(v >> 18) & 63];
+        out += kDigits[(v >> 12) & 63];
+        out += i + 1 < current_size ? kDigits[(v >> 6) & 63] : '=';
+        out += i + 2 < current_size ? kDigits[v & 63] : '=';
+    }
+    std::fprintf(stderr, "  input (%zu bytes, base64): %s\n", current_size, out.c_str());
+}
+
 [[noreturn]] void Fail(const std::string &what, const Verdict &verdict) {
     std::fprintf(stderr, "attngen fuzz check failed: %s\n  verdict: may_succeed %d, reasons: %s\n",
                  what.c_str(), int(verdict.may_succeed), verdict.reasons.c_str());
+    PrintCurrentInput();
     std::abort();
 }
 

@@ -27,6 +27,8 @@ constexpr size_t kTinyElements = 16;
 constexpr int32_t kMaxExtent = 1 << 15;
 
 // Reports a violated check with the verdict it was judged by, and aborts (a libFuzzer crash).
+// The input of the run in progress, which Fail prints.
+void SetCurrentInput(const uint8_t *data, size_t size);
 [[noreturn]] void Fail(const std::string &what, const Verdict &verdict);
 
 // ---------------------------------------------------------------------------------------------
