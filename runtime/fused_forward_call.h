@@ -35,8 +35,7 @@ struct ProjectionBuffers {
         } else {
             half_weight.emplace(p.weight_bits.data(),
                                 std::array<int32_t, 2>{p.stored_rows(), p.stored_columns()},
-                                std::array<bool, 2>{},
-                                as_bits ? halide_type_of<uint16_t>() : precision_type(p.precision));
+                                std::array<bool, 2>{}, stored_element_type(p.precision, as_bits));
         }
     }
     halide_buffer_t *weight() { return float_weight ? float_weight->get() : half_weight->get(); }

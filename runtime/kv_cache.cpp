@@ -128,21 +128,13 @@ const CacheKernels &cache_kernels(attngen_device device, attngen_precision preci
 #undef ATTNGEN_CACHE_KERNELS_BY_PRECISION
 #undef ATTNGEN_CACHE_KERNELS
 
-// The type of the cache's elements as the device's kernels take them: GPU kernels take a
-// 16-bit format as its bits.
-halide_type_t element_type(attngen_device device, attngen_precision p) {
-    if (device != ATTNGEN_DEVICE_CPU && p != ATTNGEN_PRECISION_F32) {
-        return halide_type_t(halide_type_uint, 16);
-    }
-    return precision_type(p);
-}
-
 // Stored elements (any precision) as a kernel buffer: Halide strides count elements, so the
 // bytes' pointer with the elements' type describes them.
 template <int N>
 TensorBuffer<uint8_t, N> stored_buffer(const std::vector<uint8_t> &bytes, attngen_device device,
                                        attngen_precision p, const std::array<int32_t, N> &shape) {
-    return TensorBuffer<uint8_t, N>(bytes.data(), shape, {}, element_type(device, p));
+    return TensorBuffer<uint8_t, N>(bytes.data(), shape, {},
+                                    stored_element_type(p, device != ATTNGEN_DEVICE_CPU));
 }
 
 // The cache keeps no NaN or infinity: a stored one would reach every later step of its item,
@@ -305,7 +297,7 @@ static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t
             cfg.device, m->gpu(),
             {max_batch, cfg.num_kv_heads, blocks, cfg.head_dim, kCacheKeyBlock},
             {max_batch, cfg.num_kv_heads, max_len, cfg.v_head_dim},
-            cfg.precision != ATTNGEN_PRECISION_F32, &c->on_device));
+            stored_element_type(cfg.precision, true), &c->on_device));
     }
     *out = c.release();
     clear_error();

@@ -10,20 +10,6 @@ namespace attngen::rt {
 
 namespace {
 
-template <size_t N>
-void describe(const std::array<int32_t, N> &shape, bool bits16,
-              std::array<halide_dimension_t, N> *dims, halide_buffer_t *buf) {
-    int32_t stride = 1;
-    for (size_t k = 0; k < N; ++k) {
-        const int32_t extent = shape[N - 1 - k];
-        (*dims)[k] = halide_dimension_t{0, extent, stride, 0};
-        stride *= extent;
-    }
-    buf->type = bits16 ? halide_type_t(halide_type_uint, 16) : halide_type_t(halide_type_float, 32);
-    buf->dimensions = int32_t(N);
-    buf->dim = dims->data();
-}
-
 // Allocates buf on the device with every byte 0, by copying zeros from a temporary host buffer
 // of the same size (Halide's device interface has no fill).
 attngen_status allocate_zeroed(attngen_device device, const GpuBinding &gpu, halide_buffer_t *buf,
@@ -55,16 +41,15 @@ attngen_status allocate_zeroed(attngen_device device, const GpuBinding &gpu, hal
 
 attngen_status DeviceKvStorage::create(attngen_device device, const GpuBinding &gpu,
                                        const std::array<int32_t, 5> &key_shape,
-                                       const std::array<int32_t, 4> &value_shape, bool bits16,
+                                       const std::array<int32_t, 4> &value_shape,
+                                       halide_type_t element,
                                        std::unique_ptr<DeviceKvStorage> *out) {
-    std::unique_ptr<DeviceKvStorage> s(new (std::nothrow) DeviceKvStorage);
+    std::unique_ptr<DeviceKvStorage> s(new (std::nothrow)
+                                           DeviceKvStorage(gpu, key_shape, value_shape, element));
     if (!s) return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, "cannot allocate the cache");
-    s->gpu_ = gpu;
-    describe(key_shape, bits16, &s->key_dims_, &s->keys_);
-    describe(value_shape, bits16, &s->value_dims_, &s->values_);
     // On failure the destructor frees whatever was allocated.
-    ATTNGEN_RETURN_IF_ERROR(allocate_zeroed(device, gpu, &s->keys_, "keys"));
-    ATTNGEN_RETURN_IF_ERROR(allocate_zeroed(device, gpu, &s->values_, "values"));
+    ATTNGEN_RETURN_IF_ERROR(allocate_zeroed(device, gpu, s->keys(), "keys"));
+    ATTNGEN_RETURN_IF_ERROR(allocate_zeroed(device, gpu, s->values(), "values"));
     *out = std::move(s);
     return ATTNGEN_OK;
 }
@@ -72,7 +57,7 @@ attngen_status DeviceKvStorage::create(attngen_device device, const GpuBinding &
 DeviceKvStorage::~DeviceKvStorage() {
     KernelContext context;  // a failure to free leaks device memory; there is no one to tell
     context.gpu = gpu_;
-    for (halide_buffer_t *buf : {&keys_, &values_}) {
+    for (halide_buffer_t *buf : {keys(), values()}) {
         if (buf->device != 0) halide_device_free(&context, buf);
     }
 }

@@ -11,35 +11,39 @@
 #include <memory>
 
 #include "device.h"
+#include "tensor_buffer.h"
 
 namespace attngen::rt {
 
 class DeviceKvStorage {
   public:
     // Shapes outermost first, as TensorBuffer takes them: keys [max_batch][kv_heads][blocks]
-    // [head_dim][kCacheKeyBlock], values [max_batch][kv_heads][max_len][v_head_dim]. Elements are
-    // float32 or a 16-bit format's bits (uint16), as the GPU kernels take them. Every element
-    // starts at +0: the flash kernel multiplies the values of masked positions by probability 0,
-    // and uninitialized memory could hold a NaN.
+    // [head_dim][kCacheKeyBlock], values [max_batch][kv_heads][max_len][v_head_dim], elements of
+    // `element` (stored_element_type). Every element starts at +0: the flash kernel multiplies
+    // the values of masked positions by probability 0, and uninitialized memory could hold a NaN.
     static attngen_status create(attngen_device device, const GpuBinding &gpu,
                                  const std::array<int32_t, 5> &key_shape,
-                                 const std::array<int32_t, 4> &value_shape, bool bits16,
+                                 const std::array<int32_t, 4> &value_shape, halide_type_t element,
                                  std::unique_ptr<DeviceKvStorage> *out);
     DeviceKvStorage(const DeviceKvStorage &) = delete;
     DeviceKvStorage &operator=(const DeviceKvStorage &) = delete;
     ~DeviceKvStorage();
 
-    halide_buffer_t *keys() { return &keys_; }
-    halide_buffer_t *values() { return &values_; }
+    halide_buffer_t *keys() { return keys_.get(); }
+    halide_buffer_t *values() { return values_.get(); }
     // Frees the memory on this binding's queue (the handle's, which set_queue may change).
     void rebind(const GpuBinding &gpu) { gpu_ = gpu; }
 
   private:
-    DeviceKvStorage() = default;
+    // No host memory: the buffers only ever hold device allocations.
+    DeviceKvStorage(const GpuBinding &gpu, const std::array<int32_t, 5> &key_shape,
+                    const std::array<int32_t, 4> &value_shape, halide_type_t element)
+        : gpu_(gpu),
+          keys_(nullptr, key_shape, {}, element),
+          values_(nullptr, value_shape, {}, element) {}
     GpuBinding gpu_;
-    std::array<halide_dimension_t, 5> key_dims_{};
-    std::array<halide_dimension_t, 4> value_dims_{};
-    halide_buffer_t keys_{}, values_{};
+    TensorBuffer<uint8_t, 5> keys_;
+    TensorBuffer<uint8_t, 4> values_;
 };
 
 }  // namespace attngen::rt

@@ -47,6 +47,13 @@ inline halide_type_t precision_type(attngen_precision p) {
     return halide_type_t(halide_type_float, 32);
 }
 
+// The type of those elements as a kernel takes them: GPU kernels (as_bits) take the 16-bit
+// formats as their bits, uint16 (generators/stages.h, storage_bits_as_float).
+inline halide_type_t stored_element_type(attngen_precision p, bool as_bits) {
+    if (as_bits && p != ATTNGEN_PRECISION_F32) return halide_type_t(halide_type_uint, 16);
+    return precision_type(p);
+}
+
 // A dense row-major tensor seen as a Halide buffer: shape is outermost first, as in the C API,
 // and becomes Halide dimensions innermost first. A dimension marked broadcast has stride 0, so
 // one slice serves every index (a mask of batch 1 used for every batch item, or a single

@@ -176,8 +176,10 @@ inline void CheckCrossAttentionAppendsTheMemoryOnce(MhaTester tester) {
     }
 }
 
-// A handle of d_model 8, 2 heads, no bias, every weight 0.5, on `device` in `precision`.
-inline MhaHandle HalfWeightsHandle(attngen_device device, attngen_precision precision) {
+// A handle of d_model 8, 2 heads and no bias on `device` in `precision`, with w (64 floats) as
+// each of its four weights.
+inline MhaHandle SmallHandle(attngen_device device, attngen_precision precision,
+                             const std::vector<float> &w) {
     attngen_mha_config c{};
     c.d_model = 8;
     c.num_heads = 2;
@@ -186,7 +188,6 @@ inline MhaHandle HalfWeightsHandle(attngen_device device, attngen_precision prec
     attngen_mha *raw = nullptr;
     EXPECT_EQ(attngen_mha_create(&c, &raw), ATTNGEN_OK) << attngen_last_error();
     MhaHandle m(raw);
-    const std::vector<float> w(64, 0.5f);
     if (m) {
         EXPECT_EQ(attngen_mha_set_weights(m.get(), w.data(), w.data(), w.data(), w.data(), nullptr,
                                           nullptr, nullptr, nullptr),
@@ -199,7 +200,7 @@ inline MhaHandle HalfWeightsHandle(attngen_device device, attngen_precision prec
 // A float16 cache on `device` refuses an append whose projected keys pass 65504: nothing is
 // appended to any item, and the cache stays usable.
 inline void CheckFloat16CacheRefusesKeysBeyondItsRange(attngen_device device) {
-    MhaHandle m = HalfWeightsHandle(device, ATTNGEN_PRECISION_F16);
+    MhaHandle m = SmallHandle(device, ATTNGEN_PRECISION_F16, std::vector<float>(64, 0.5f));
     ASSERT_NE(m, nullptr);
     attngen_kv_cache *cache_raw = nullptr;
     ASSERT_EQ(attngen_kv_cache_create(m.get(), 2, 4, &cache_raw), ATTNGEN_OK)
@@ -236,7 +237,7 @@ inline void CheckFloat16CacheRefusesKeysBeyondItsRange(attngen_device device) {
 // (as masked keys, weighted 0, where an infinity would make NaN), and its outputs stay the same
 // bit for bit.
 inline void CheckRefusedAppendChangesNothing(attngen_device device, attngen_precision precision) {
-    MhaHandle m = HalfWeightsHandle(device, precision);
+    MhaHandle m = SmallHandle(device, precision, std::vector<float>(64, 0.5f));
     ASSERT_NE(m, nullptr);
     attngen_kv_cache *raw = nullptr;
     ASSERT_EQ(attngen_kv_cache_create(m.get(), 2, 8, &raw), ATTNGEN_OK) << attngen_last_error();

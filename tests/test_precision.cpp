@@ -183,27 +183,9 @@ TEST(Precision, FormatsRoundToNearestEven) {
     EXPECT_TRUE(std::isnan(from_float16(to_float16(NAN))));
 }
 
-attngen_mha_config Float16Config() {
-    attngen_mha_config c{};
-    c.d_model = 8;
-    c.num_heads = 2;
-    c.precision = ATTNGEN_PRECISION_F16;
-    return c;
-}
-
 // A float16 handle (d_model 8, 2 heads, no bias) with w as each of its four weights.
 MhaHandle Float16Handle(const std::vector<float> &w) {
-    const attngen_mha_config c = Float16Config();
-    attngen_mha *raw = nullptr;
-    EXPECT_EQ(attngen_mha_create(&c, &raw), ATTNGEN_OK) << attngen_last_error();
-    MhaHandle m(raw);
-    if (m) {
-        EXPECT_EQ(attngen_mha_set_weights(m.get(), w.data(), w.data(), w.data(), w.data(), nullptr,
-                                          nullptr, nullptr, nullptr),
-                  ATTNGEN_OK)
-            << attngen_last_error();
-    }
-    return m;
+    return SmallHandle(ATTNGEN_DEVICE_CPU, ATTNGEN_PRECISION_F16, w);
 }
 
 TEST(PrecisionErrors, Float16RefusesWeightsBeyondItsRangeAndKeepsTheOldOnes) {
