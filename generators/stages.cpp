@@ -26,6 +26,7 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
     ProjectionStage p;
     p.acc = Func(name + "_acc");
     p.result = Func(name);
+    p.weights = w_t;
     p.rows = rows;
     p.in_features = group_size * groups;
     const Var &o = p.o, &n = p.n;

@@ -28,7 +28,8 @@ struct ProjectionStage {
     // so that a schedule can reduce each pair in one vdpbf16ps lane. Otherwise r.x is the
     // feature d within a group and r.y the group.
     bool paired = false;
-    Halide::Func result;  // result(o, n)
+    Halide::Func result;   // result(o, n)
+    Halide::Func weights;  // w_t as define_projection was given it, for a schedule to stage
     Halide::Var o{"o"}, n{"n"};
     Halide::RDom r;
     Halide::Expr rows;         // rows of all batches
