@@ -358,9 +358,10 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // floats, one cache line per step) gained most: projection/<shape> under
     // ATTNGEN_CPU_DISPATCH=avx2, medians of 3 interleaved rounds, 2 threads, Zen 4:
     // long-causal 61.9 -> 34.7 ms, gpt2-causal 11.6 -> 8.2, bert-512 6.3 -> 4.5, bert-128
-    // 1.45 -> 1.00. The AVX-512 variant (2 x 6 tiles of 16 floats, whose FMAs Zen 4 splits
-    // in two, so half the steps per cycle) was level within the noise: 4 rounds, ratios of
-    // 0.81-1.60 per shape. The copy is one load and store per weight per block of rows.
+    // 1.45 -> 1.00. The AVX-512 variant, measured with 2 x 6 tiles of 16 floats (whose FMAs
+    // Zen 4 splits in two, so half the steps per cycle), was level within the noise: 4 rounds,
+    // ratios of 0.81-1.60 per shape; with its tuned 4 x 4 tiles the copy was not measured
+    // apart. The copy is one load and store per weight per block of rows.
     Func panel = p.weights.in(tile_sums);
     panel.compute_at(p.acc, p.paired ? yo : xo).vectorize(panel.args().front(), vec);
     tile_sums.compute_at(p.acc, nt)
