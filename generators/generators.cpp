@@ -585,8 +585,8 @@ class KvStoreGenerator : public AttngenGenerator<KvStoreGenerator> {
 };
 
 // The cached forward (attngen_mha_forward_cached): the query projection, rotated at the
-// positions the cache says, attention over the cache (the CPU's split-KV kernel,
-// define_decode_attention; on GPUs the flash kernel) and the output projection.
+// positions the cache says, attention over the cache (the split-KV kernel,
+// define_decode_attention) and the output projection.
 class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
   public:
     GeneratorParam<Precision> precision{"precision", Precision::F32, kPrecisionNames};
@@ -690,6 +690,29 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
   private:
     // The CPU's split-KV decode kernel (define_decode_attention), scheduled here.
     Func cache_attention_cpu(const Func &q, const Func &keys, const Func &values, const Func &n) {
+        const CpuScheduleKnobs knobs = resolve_cpu_knobs(cpu_knobs(), get_target());
+        DecodeAttentionStage a = define_decode_attention(
+            decode_inputs(q, keys, values, n), knobs.decode_split_keys, DecodeSplit::ShrinkToCall);
+        if (!using_autoscheduler()) schedule_decode_attention_cpu(a, get_target(), cpu_knobs());
+        return a.out;
+    }
+
+    // On GPUs the split-KV kernel too, with splits of a constant kGpuDecodeSplitKeys keys
+    // (schedule_decode_attention_gpu): the flash kernel of attngen_mha_forward, which served
+    // here before, gave a step one block per query head and item, 8 blocks for llama3-8b-decode,
+    // and 15 of a block's 16 query rows idle at one query.
+    Func cache_attention_gpu(const Func &q, const Func &keys, const Func &values, const Func &n) {
+        DecodeInputs in = decode_inputs(q, keys, values, n);
+        // At least one key, so that a call whose items are all empty still has one split (a
+        // GPU launch of no blocks fails); the key mask hides it.
+        in.key_limit = max(key_limit, 1);
+        DecodeAttentionStage a =
+            define_decode_attention(in, kGpuDecodeSplitKeys, DecodeSplit::Fixed);
+        if (!using_autoscheduler()) schedule_decode_attention_gpu(a);
+        return a.out;
+    }
+
+    DecodeInputs decode_inputs(const Func &q, const Func &keys, const Func &values, const Func &n) {
         DecodeInputs in;
         in.q = q;
         in.k_cache = keys;
@@ -705,38 +728,7 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         in.key_limit = key_limit;
         in.max_len = v_cache.dim(1).extent();  // the keys' blocks cover at least as many
         in.max_items = k_cache.dim(4).extent();
-        const Target t = get_target();
-        const CpuScheduleKnobs knobs = resolve_cpu_knobs(cpu_knobs(), t);
-        DecodeAttentionStage a = define_decode_attention(in, knobs.decode_split_keys);
-        if (!using_autoscheduler()) schedule_decode_attention_cpu(a, t, cpu_knobs());
-        return a.out;
-    }
-
-    // On GPUs the cache is read by the flash kernel of attngen_mha_forward, in place: each
-    // item's keys through its length as the key mask, a bottom-right causal mask aligned to that
-    // length. (No split of the keys across blocks yet: a GPU block per query block, head and
-    // item.)
-    Func cache_attention_gpu(const Func &q, const Func &keys, const Func &values, const Func &n) {
-        Var d("d"), c("c"), j("j"), hk("hk"), b("b"), x("x"), y("y"), z("z"), w("w");
-        const Func item_of = bounded(items);
-        const Expr item = clamp(item_of(b), 0, k_cache.dim(4).extent() - 1);
-        Func k_heads("cached_key_heads"), v_heads("cached_value_heads");
-        k_heads(d, j, hk, b) = keys(j, d, hk, item);
-        v_heads(c, j, hk, b) = values(c, j, hk, item);
-        MaskInputs mask;
-        mask.kv_lengths = n;
-        mask.causal_end = n;
-        mask.causal = causal;
-        mask.has_bool_mask = Internal::const_false();
-        mask.has_additive = Internal::const_false();
-        mask.bool_mask = Func("no_bool_mask");
-        mask.bool_mask(x, y, z) = cast<uint8_t>(0);
-        mask.additive = Func("no_additive_mask");
-        mask.additive(x, y, z, w) = 0.0f;
-        // At least one key, so that reads clamped to the last key stay in the cache when every
-        // item of the call is empty; the key mask hides it.
-        return attention(q, k_heads, v_heads, head_dim, v_head_dim, query.dim(1).extent(),
-                         max(key_limit, 1), num_heads / num_kv_heads, scale, mask, nullptr);
+        return in;
     }
 };
 

@@ -37,9 +37,11 @@ bool tile_fits(int vectors, int rows, const Target &target) {
 // rows: rounded up to a tile tuned for prefill (8 rows), long-decode computed twice its
 // scores.
 constexpr int kDecodeTileRows = 4;
-// Value features in a decoding probs x values tile: the smallest head size of the decode
-// shapes attngen is measured on (GPT-2's 64).
-constexpr int kDecodeMaxValueTile = 64;
+// Value features in a decoding probs x values tile, at most: for heads up to the narrow width
+// (GPT-2's 64, the smallest of the decode shapes attngen is measured on), and for wider ones
+// (Llama's 128).
+constexpr int kDecodeNarrowValueTile = 64;
+constexpr int kDecodeWideValueTile = 128;
 
 // A projection whose input is at most this large makes panels of output features its parallel
 // tasks (schedule_projection_cpu): the input, and a panel of weights, then stay in L2 (1 MiB
@@ -415,16 +417,41 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
     a.split_max.compute_at(at);
     a.split_sum.compute_at(at);
     a.probs.compute_at(at).vectorize(j, vec);
-    // The values likewise: the widest tile of 2 rows that fits the registers and is no wider
-    // than kDecodeMaxValueTile. A tile rounds the value head up to whole tiles: with 8 AVX-512
-    // vectors (128 floats) a 64-wide head computed and discarded as many columns as it kept.
-    // decode/<shape>, AVX-512 variant, medians of 2 interleaved rounds, 2 threads, Zen 4, 8
-    // vectors against 4: gpt2-decode 0.94 against 0.39 ms; long-decode (128 wide, one pass
-    // instead of two) 14.6 against 16.5 ms. A tile chosen by the call's head size would have
-    // both; it is not built.
-    int out_vectors = std::max(1, kDecodeMaxValueTile / vec);
-    while (out_vectors > 1 && !tile_fits(out_vectors, 2, target)) out_vectors /= 2;
-    schedule_register_tile_at(a.split_acc, at, c, r, a.r_keys, out_vectors, 2, vec);
+    // The values likewise, in tiles of 2 rows: as wide as the registers hold, up to
+    // kDecodeWideValueTile features for heads wider than kDecodeNarrowValueTile and up to
+    // kDecodeNarrowValueTile for the others. A tile rounds the value head up to whole tiles:
+    // one width for every head size gave up one shape or the other. decode/<shape>, AVX-512
+    // variant, medians of 2 interleaved rounds, 2 threads, Zen 4, 8 vectors against 4:
+    // gpt2-decode (64 wide: half of every 128-wide tile computed and discarded) 0.94 against
+    // 0.39 ms; long-decode (128 wide, one pass over each value row instead of two) 14.6
+    // against 16.5 ms.
+    const auto value_vectors = [&](int features) {
+        int vectors = std::max(1, features / vec);
+        while (vectors > 1 && !tile_fits(vectors, 2, target)) vectors /= 2;
+        return vectors;
+    };
+    const int narrow = value_vectors(kDecodeNarrowValueTile);
+    const int wide = value_vectors(kDecodeWideValueTile);
+    Func value_tile = a.split_acc.in();
+    value_tile.compute_at(at);
+    Var co("co"), ci("ci"), ro("ro"), ri("ri"), cv("cv"), cl("cl");
+    const auto tile_values = [&](Stage tile, int vectors) {
+        tile.tile(c, r, co, ro, ci, ri, vectors * vec, 2, TailStrategy::RoundUp)
+            .reorder(ci, ri, co, ro)
+            .vectorize(ci, vec);
+    };
+    if (wide != narrow) {
+        tile_values(value_tile.specialize(a.dv > kDecodeNarrowValueTile), wide);
+    }
+    tile_values(value_tile, narrow);
+    // The accumulators' extent along c is the tile's width, a constant in each specialization.
+    a.split_acc.compute_at(value_tile, co).bound_extent(r, 2).vectorize(c, vec).unroll(r);
+    a.split_acc.update()
+        .split(c, cv, cl, vec)
+        .reorder(cl, cv, r, a.r_keys)
+        .vectorize(cl)
+        .unroll(cv)
+        .unroll(r);
 
     // The merge, per key/value head and batch row.
     Var hb("hb");

@@ -15,6 +15,12 @@ constexpr TailStrategy kExact = TailStrategy::GuardWithIf;
 // is a serial loop around the threads): 16 x query_block threads per block.
 constexpr int kFeatureThreads = 16;
 
+// The split-KV decode's blocks: rows of one key/value head (query heads of its group times
+// queries), keys per thread row (a warp), and value features per thread of the merge.
+constexpr int kGpuDecodeRows = 8;
+constexpr int kKeyThreads = 32;
+constexpr int kMergeThreads = 32;
+
 // Each projection thread keeps a 4 x 4 register tile: 4 output features (one float4 weight
 // load) by 4 rows, so a step of the reduction does 16 FMAs for 4 + 4 loads.
 constexpr int kProjectionThreadTile = 4;
@@ -243,6 +249,65 @@ void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs
         f.bound_extent(a.qb, 1);
     }
     a.block_out.bound_extent(c, 1).bound_extent(ii, 1);
+}
+
+void schedule_decode_attention_gpu(DecodeAttentionStage &a) {
+    const Var &j = a.j, &r = a.r, &c = a.c, &hk = a.hk, &b = a.b, &u = a.u, &s = a.s;
+    schedule_elementwise_gpu(a.q_rows);
+
+    // A block per (split, row block, key/value head and item). Its threads are kKeyThreads
+    // keys (or kFeatureThreads value features) by kGpuDecodeRows rows; a split's scores and
+    // probabilities sit in shared memory, its statistics too, and each thread sums the products
+    // of its own value feature over the split's keys in a register.
+    Var ro("ro"), ri("ri"), co("co"), ci("ci"), hb("hb");
+    a.split_out.compute_root()
+        .split(r, ro, ri, kGpuDecodeRows, kExact)
+        .split(c, co, ci, kFeatureThreads, kExact)
+        .reorder(ci, ri, co, s, ro, hk, b)
+        .fuse(hk, b, hb)
+        .gpu_blocks(s, ro, hb)
+        .gpu_threads(ci, ri);
+    const LoopLevel block(a.split_out, s);
+    // Every per-block buffer covers the block's one split and its kGpuDecodeRows rows: constant
+    // sizes, as shared memory needs. Rows past the call's last read the last query (clamped in
+    // the algorithm) and are never written out.
+    Var jo("jo"), ji("ji");
+    for (Func keys : {a.score, a.probs}) {
+        keys.compute_at(block)
+            .bound_extent(j, kGpuDecodeSplitKeys)
+            .bound_extent(r, kGpuDecodeRows)
+            .split(j, jo, ji, kKeyThreads)
+            .reorder(jo, ji, r)
+            .gpu_threads(ji, r);
+    }
+    // The dot products run along head_dim in each thread; the keys of one position block are
+    // contiguous, so a warp's 32 keys are one coalesced read per feature.
+    a.score.update().split(j, jo, ji, kKeyThreads).reorder(a.r_dot, jo, ji, r).gpu_threads(ji, r);
+    for (Func lanes : {a.max_lanes, a.sum_lanes}) {
+        lanes.compute_at(block)
+            .bound_extent(s, 1)
+            .bound_extent(r, kGpuDecodeRows)
+            .gpu_threads(u, r);
+        lanes.update().gpu_threads(u, r);
+    }
+    for (Func row : {a.split_max, a.split_sum}) {
+        row.compute_at(block).bound_extent(s, 1).bound_extent(r, kGpuDecodeRows).gpu_threads(r);
+        row.update().gpu_threads(r);
+    }
+    a.split_acc.compute_at(a.split_out, ci);
+
+    // The merge: a block per row and (key/value head, item), a thread per value feature; the
+    // row's overall maximum and sum are computed once per block.
+    Var mo("mo"), mi("mi"), mb("mb");
+    a.rows_out.compute_root()
+        .split(c, mo, mi, kMergeThreads, kExact)
+        .reorder(mi, mo, r, hk, b)
+        .fuse(hk, b, mb)
+        .gpu_blocks(r, mb)
+        .gpu_threads(mi);
+    a.total_max.compute_at(a.rows_out, r);
+    a.total_sum.compute_at(a.rows_out, r);
+    a.merged.compute_at(a.rows_out, mi);
 }
 
 void schedule_rope_angles_gpu(Func angles, const RopeInputs &rope) {

@@ -35,6 +35,16 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &knobs);
 // no q_len x kv_len buffer.
 void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs &knobs);
 
+// Keys per split of the GPU's split-KV decode (define_decode_attention with DecodeSplit::Fixed):
+// a block keeps a split's scores and probabilities in shared memory, so the split is a constant.
+// 256 keys make 16 blocks per key/value head at a cache of 4096, 128 blocks for llama3-8b-decode's
+// 8 heads where the flash kernel had 8.
+constexpr int kGpuDecodeSplitKeys = 256;
+
+// The split-KV decode (FlashDecoding): one kernel with a GPU block per (split, block of
+// kGpuDecodeRows rows, key/value head and item), then one that merges the splits per row.
+void schedule_decode_attention_gpu(DecodeAttentionStage &a);
+
 // A rotary angle table (the cos or the sin of define_rope_angles), at root on the host.
 void schedule_rope_angles_gpu(Halide::Func angles, const RopeInputs &rope);
 

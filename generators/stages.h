@@ -256,10 +256,18 @@ struct DecodeAttentionStage {
     Halide::Var j{"j"}, r{"r"}, c{"c"}, d{"d"}, hk{"hk"}, b{"b"}, u{"u"}, s{"s"}, i{"i"}, h{"h"};
     Halide::RDom r_dot, r_lane_groups, r_lanes, r_keys, r_splits;
     Halide::Expr split_keys, num_splits, rows;
+    Halide::Expr dv;  // the value head size: a schedule may specialize its tiles on it
 };
 
+// How long a split is. ShrinkToCall: split_keys, or less when the call's longest item is
+// shorter (a step over 20 cached keys is one split of 32, not of 256). Fixed: split_keys always,
+// for schedules that keep a split's keys in buffers of a constant size (GPU shared memory); the
+// keys past a short call's last are masked.
+enum class DecodeSplit { ShrinkToCall, Fixed };
+
 // split_keys must be a multiple of kReductionLanes.
-DecodeAttentionStage define_decode_attention(const DecodeInputs &in, int split_keys);
+DecodeAttentionStage define_decode_attention(const DecodeInputs &in, int split_keys,
+                                             DecodeSplit split_kind);
 
 }  // namespace attngen
 

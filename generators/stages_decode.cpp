@@ -10,7 +10,8 @@ namespace attngen {
 
 using namespace Halide;
 
-DecodeAttentionStage define_decode_attention(const DecodeInputs &in, int split_keys) {
+DecodeAttentionStage define_decode_attention(const DecodeInputs &in, int split_keys,
+                                             DecodeSplit split_kind) {
     if (split_keys <= 0 || split_keys % kReductionLanes != 0) {
         throw CompileError("decode attention needs split_keys a positive multiple of " +
                            std::to_string(kReductionLanes) + "; got " + std::to_string(split_keys));
@@ -20,13 +21,15 @@ DecodeAttentionStage define_decode_attention(const DecodeInputs &in, int split_k
     const Var &i = a.i, &h = a.h, &d = a.d;
     const Expr &group = in.group;
 
-    // Splits shrink to the call: a step over 20 cached keys is one split of 32, not of 256.
     const Expr rounded_keys =
         (in.key_limit + (kReductionLanes - 1)) / kReductionLanes * kReductionLanes;
-    const Expr split = max(min(split_keys, rounded_keys), kReductionLanes);
+    const Expr split = split_kind == DecodeSplit::Fixed
+                           ? Expr(split_keys)
+                           : max(min(split_keys, rounded_keys), kReductionLanes);
     a.split_keys = split;
     a.num_splits = (in.key_limit + split - 1) / split;
     a.rows = group * in.q_len;
+    a.dv = in.dv;
 
     // Row r of key/value head hk is query i = r / group of query head hk * group + r % group:
     // the queries that share a key/value head are rows of one problem, so each cached key and

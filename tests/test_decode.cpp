@@ -53,6 +53,15 @@ TEST(Decode, PromptsAroundTheSplitReductionsRowLimit) {
     }
 }
 
+// The decode kernel's probs x values tiles are up to 64 value features wide for heads of up to
+// 64 and up to 128 for wider heads (schedule_cpu.cpp, 32-register variants): head sizes at
+// either side of both widths.
+TEST(Decode, ValueHeadSizesAtTheValueTileEdges) {
+    for (int dv : {63, 64, 65, 128, 129}) {
+        DecodeAndCheck(Model(32, 2).num_kv_heads(1).v_head_dim(dv), 5, 3, 5);
+    }
+}
+
 // A cache longer than one split of the decode kernel (256 keys): splits merged by their
 // log-sum-exp, the last one partial.
 TEST(Decode, LongCacheAcrossSplits) {

@@ -1,7 +1,7 @@
 // Decoding with a KV cache on GPU handles: the cache in device memory, appended by the GPU's
-// projection and scatter kernels, read in place by the cached forward (the flash kernel with
+// projection and scatter kernels, read in place by the cached forward (the split-KV kernel,
 // each item's length as its key mask). Checked against the float64 reference of attention over
-// the whole sequence, in every precision, at the flash kernel's query and key block edges, with
+// the whole sequence, in every precision, at the kernel's split and row block edges, with
 // items of different lengths in one call; and every refusal changes nothing.
 #include <attngen/attngen.h>
 #include <gtest/gtest.h>
@@ -49,14 +49,24 @@ TEST_P(DeviceDecode, PromptThenSteps) {
     CheckPromptThenSteps(Base());
 }
 
-// The flash kernel's query blocks of 16 and key blocks of 32 (cache positions 31, 32, 33, 64,
-// 65), prompts of 15 to 17 rows, and a cache that is not a whole number of the cache's own
-// blocks of positions (max_len 70).
+// Cache positions 31, 32, 33, 64 and 65 (edges of the cache's blocks of 32 positions and of
+// the flash kernel's blocks, which served the cached forward before the split-KV kernel),
+// prompts of 15 to 17 rows, and a cache that is not a whole number of the cache's own blocks
+// of positions (max_len 70).
 TEST_P(DeviceDecode, QueryAndKeyBlockEdges) {
     DecodeAndCheck(Model(16, 4).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF), 66, 30, 70);
     for (int prompt : {15, 16, 17}) DecodeAndCheck(Model(16, 2), prompt + 2, prompt, prompt + 2);
     // A prompt whose rows cross one of the cache's blocks of 32 positions.
     DecodeAndCheck(Model(16, 2).num_kv_heads(1), 44, 40, 44);
+}
+
+// The split-KV kernel's splits of 256 keys (steps over caches of 250 to 262 positions, a
+// prompt of 520 positions: three splits) and its blocks of 8 rows (8 query heads over one
+// key/value head at one query: one block; 9: a block and a row; prompts: many blocks).
+TEST_P(DeviceDecode, SplitAndRowBlockEdges) {
+    DecodeAndCheck(Model(16, 8).num_kv_heads(1), 262, 250, 262);
+    DecodeAndCheck(Model(18, 9).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF), 7, 3, 7);
+    DecodeAndCheck(Model(16, 2), 522, 520, 530);
 }
 
 TEST_P(DeviceDecode, ItemsAtDifferentLengthsInOneCall) {
