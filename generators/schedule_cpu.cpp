@@ -43,6 +43,10 @@ constexpr int kDecodeTileRows = 4;
 constexpr int kDecodeNarrowValueTile = 64;
 constexpr int kDecodeWideValueTile = 128;
 
+// Output panels (tile_o features each) per parallel task of a projection in row blocks:
+// 256 features with AVX-512's 4 x 16-float tiles, 3 tasks per row block at d_model 768.
+constexpr int kRowBlockOutputPanels = 4;
+
 // A projection whose input is at most this large makes panels of output features its parallel
 // tasks (schedule_projection_cpu): the input, and a panel of weights, then stay in L2 (1 MiB
 // per core on the x86 server CPUs attngen is measured on).
@@ -302,11 +306,24 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // per batch (the tutorial shape) made 12-row blocks, and the projection took 0.92 ms
     // against 0.77 ms for the same rows as one batch (attngen_bench projection/tutorial, min
     // of 5 repetitions, 3 alternating runs).
+    // The parallel tasks are (row block, group of kRowBlockOutputPanels panels): each task
+    // reads its group's slice of the weights once, and a whole weight matrix streams once per
+    // row block, so fewer, taller blocks read it fewer times; the groups keep the tasks many
+    // enough for more cores than rows / block_rows. projection/<shape>, AVX-512 variant, 2
+    // threads, Zen 4, medians of 3 repetitions per round, 3 interleaved rounds, row blocks of
+    // 32 rows without groups against 128 rows with them (gemm_row_tiles 8 against 32):
+    // llama3-8b-prefill (512 x 4096 x 4096, 64 MiB of weights) 186-202 against 118-126 ms,
+    // long-causal 28.0-35.8 against 27.6-30.3, bert-512 3.80-5.79 against 3.83-4.19,
+    // bert-512-b8 29.2-39.6 against 29.9-33.4. 128 rows without the groups measured the same
+    // as with them on these 2 cores; 32 rows with them, no better than without.
     const int block_rows = knobs.gemm_row_tiles * tile_l;
+    Var og("og"), task("task");
     p.result.split(p.n, nb, nr, block_rows, TailStrategy::GuardWithIf)
         .split(nr, no, ni, tile_l, TailStrategy::GuardWithIf)
-        .reorder(oi, ni, no, oo, nb)
-        .parallel(nb);
+        .split(oo, og, oo, kRowBlockOutputPanels, TailStrategy::GuardWithIf)
+        .reorder(oi, ni, no, oo, og, nb)
+        .fuse(og, nb, task)
+        .parallel(task);
 
     // The register tile: tile_o / vec vectors by tile_l rows of accumulators, with the
     // reduction outside it, so each step loads tile_o / vec weight vectors and broadcasts

@@ -42,6 +42,18 @@ TEST(Linear, BothParallelSchedules) {
     }
 }
 
+// In row blocks, the parallel tasks are (row block, group of 4 panels of output features):
+// outputs at either side of one group of 4 x 64 and across several, rows at either side of the
+// edges of 128-row blocks.
+TEST(Linear, RowBlocksAcrossOutputGroups) {
+    for (int out : {255, 257, 520}) {
+        for (int rows : {1281, 1407, 1409}) {
+            SCOPED_TRACE(std::to_string(rows) + " rows, " + std::to_string(out) + " outputs");
+            LinearTester().rows(rows).in_features(128).out_features(out).use_bias(true).Test();
+        }
+    }
+}
+
 TEST(Linear, LargeReduction) {
     LinearTester().rows(17).in_features(768).out_features(320).use_bias(true).Test();
 }
