@@ -699,8 +699,8 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
 
     // On GPUs the split-KV kernel too, with splits of a constant kGpuDecodeSplitKeys keys
     // (schedule_decode_attention_gpu): the flash kernel of attngen_mha_forward, which served
-    // here before, gave a step one block per query head and item, 8 blocks for llama3-8b-decode,
-    // and 15 of a block's 16 query rows idle at one query.
+    // here before, gave a step one block per query head and item (32 for llama3-8b-decode),
+    // each reading its KV head's whole cache, with 15 of its 16 query rows idle at one query.
     Func cache_attention_gpu(const Func &q, const Func &keys, const Func &values, const Func &n) {
         DecodeInputs in = decode_inputs(q, keys, values, n);
         // At least one key, so that a call whose items are all empty still has one split (a

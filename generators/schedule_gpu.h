@@ -37,8 +37,8 @@ void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs
 
 // Keys per split of the GPU's split-KV decode (define_decode_attention with DecodeSplit::Fixed):
 // a block keeps a split's scores and probabilities in shared memory, so the split is a constant.
-// 256 keys make 16 blocks per key/value head at a cache of 4096, 128 blocks for llama3-8b-decode's
-// 8 heads where the flash kernel had 8.
+// 256 keys make 16 blocks per key/value head at a cache of 4096: 128 blocks for llama3-8b-decode's
+// 8 KV heads, where the flash kernel had one per query head (32), each over the whole cache.
 constexpr int kGpuDecodeSplitKeys = 256;
 
 // The split-KV decode (FlashDecoding): one kernel with a GPU block per (split, block of
