@@ -130,6 +130,15 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested
     // whose statistics are per key block; an older schedule of this stage for that case, with
     // the statistics as kernels of their own, was never reached after the flash kernel landed
     // and is gone.)
+    // Why those statistics once had to be kernels of their own: Halide 21 groups a GPU block's
+    // shared buffers by their lifetimes in program order, without extending a lifetime over a
+    // serial loop at block level. With the statistics computed in the output kernel, the
+    // inverse sums were last read by a staged tile of probabilities at the start of each key
+    // tile, and the staged tile of values that follows it was given the same shared memory: from
+    // the second key tile on, the probabilities read values (kv_len > key_block wrong, every
+    // output; reproduced through PoCL with the device suite's LongerRowsThanOneBlock, and by a
+    // 40-line JIT pipeline). No schedule here stages a tile after a buffer that a later loop
+    // iteration reads again; one that does must keep them apart.
     const Var out_block =
         gpu_query_blocks(a.out, c, i, h, b, knobs.gpu_query_block, kFeatureThreads);
     const Var block =
