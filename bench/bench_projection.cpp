@@ -86,7 +86,8 @@ void BM_Projection(benchmark::State &state, Shape s, bool cold) {
 std::vector<Shape> projection_shapes() {
     std::vector<Shape> all = shapes();
     for (const attngen::DecodeShape &s : attngen::decode_shapes()) {
-        if (s.batch * s.q_len <= 8) continue;  // the split reduction's rows (decode_step.cpp)
+        // Up to 8 rows a projection splits its reduction instead (kSplitReductionMaxRows).
+        if (s.batch * s.q_len <= 8) continue;
         all.push_back(Shape{s.name, s.batch, s.q_len, s.cache_len + s.q_len, s.d_model, s.heads,
                             false, false});
     }
