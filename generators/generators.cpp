@@ -79,6 +79,20 @@ class AttngenGenerator : public Generator<T> {
         return Func(input);
     }
 
+    // Packed projection weights as the algorithm reads them. GPU projections load a thread's 4
+    // weights of one input feature in one 16-byte load (schedule_projection_gpu), which Halide
+    // emits only where it can prove the alignment: packed weights start a device allocation and
+    // their rows are a multiple of kWeightPadding elements (runtime/packed_projection.h).
+    template <typename InputBuffer>
+    Func packed_weights(InputBuffer &w) {
+        if (this->get_target().has_gpu_feature() && !this->using_autoscheduler()) {
+            w.set_host_alignment(16);
+            w.dim(0).set_min(0);
+            w.dim(1).set_stride((w.dim(1).stride() / kWeightPadding) * kWeightPadding);
+        }
+        return bounded(w);
+    }
+
     // The attention output (c, i, h, b). Without a weights output, attngen's CPU and GPU
     // schedules use the flash algorithm (no q_len x kv_len buffer, masked key blocks skipped);
     // the weights and the autoschedulers use the one that materializes the probabilities.
@@ -281,13 +295,13 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         const Expr q_rows = q_len * batch, kv_rows = kv_len * batch;
         ProjectionStage pq =
             define_projection("q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1,
-                              q_rows, bounded(wq_t), bounded(bq), storage_type(precision));
+                              q_rows, packed_weights(wq_t), bounded(bq), storage_type(precision));
         ProjectionStage pk =
             define_projection("k_proj", as_rows(bounded(key), kv_len), key.dim(0).extent(), 1,
-                              kv_rows, bounded(wk_t), bounded(bk), storage_type(precision));
+                              kv_rows, packed_weights(wk_t), bounded(bk), storage_type(precision));
         ProjectionStage pv =
             define_projection("v_proj", as_rows(bounded(value), kv_len), value.dim(0).extent(), 1,
-                              kv_rows, bounded(wv_t), bounded(bv), storage_type(precision));
+                              kv_rows, packed_weights(wv_t), bounded(bv), storage_type(precision));
         Func qh = split_heads("q_heads", pq.result, hd, q_len);
         Func kh = split_heads("k_heads", pk.result, hd, kv_len);
         Func vh = split_heads("v_heads", pv.result, v_head_dim, kv_len);
@@ -310,9 +324,13 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         Func merged("merged_heads");
         Var d("d"), g("g"), n("n");
         merged(d, g, n) = attention_out(d, n % q_len, g, n / q_len);
-        ProjectionStage po = define_projection("out_proj", merged, v_head_dim, heads, q_rows,
-                                               bounded(wo_t), bounded(bo), storage_type(precision));
+        ProjectionStage po =
+            define_projection("out_proj", merged, v_head_dim, heads, q_rows, packed_weights(wo_t),
+                              bounded(bo), storage_type(precision));
         output = po.result;
+        // Its GPU schedule's wide weight loads need tiles at multiples of 4 features
+        // (ProjectionResult::Output); attngen's runtime passes every output from feature 0.
+        if (get_target().has_gpu_feature()) output.dim(0).set_min(0);
         if (weights) *weights = probs;
 
         set_all_estimates();
@@ -320,7 +338,9 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         const Target t = get_target();
         for (ProjectionStage *p : {&pq, &pk, &pv, &po}) {
             if (t.has_gpu_feature()) {
-                schedule_projection_gpu(*p, gpu_knobs());
+                schedule_projection_gpu(
+                    *p, gpu_knobs(),
+                    p == &po ? ProjectionResult::Output : ProjectionResult::Inside);
             } else {
                 schedule_projection_cpu(*p, t, cpu_knobs());
             }
@@ -438,12 +458,12 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
 
     void generate() {
         const Expr len = key.dim(1).extent(), batch = key.dim(2).extent();
-        ProjectionStage pk =
-            define_projection("k_proj", as_rows(bounded(key), len), key.dim(0).extent(), 1,
-                              len * batch, bounded(wk_t), bounded(bk), storage_type(precision));
-        ProjectionStage pv =
-            define_projection("v_proj", as_rows(bounded(value), len), value.dim(0).extent(), 1,
-                              len * batch, bounded(wv_t), bounded(bv), storage_type(precision));
+        ProjectionStage pk = define_projection(
+            "k_proj", as_rows(bounded(key), len), key.dim(0).extent(), 1, len * batch,
+            packed_weights(wk_t), bounded(bk), storage_type(precision));
+        ProjectionStage pv = define_projection(
+            "v_proj", as_rows(bounded(value), len), value.dim(0).extent(), 1, len * batch,
+            packed_weights(wv_t), bounded(bv), storage_type(precision));
         Func kh = split_heads("k_heads", pk.result, head_dim, len);
         Func vh = split_heads("v_heads", pv.result, v_head_dim, len);
         Var l("l"), d("d"), c("c"), hk("hk"), b("b");
@@ -623,9 +643,9 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
     void generate() {
         const Target t = get_target();
         const Expr q_len = query.dim(1).extent(), batch = query.dim(2).extent();
-        ProjectionStage pq =
-            define_projection("q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1,
-                              q_len * batch, bounded(wq_t), bounded(bq), storage_type(precision));
+        ProjectionStage pq = define_projection(
+            "q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1, q_len * batch,
+            packed_weights(wq_t), bounded(bq), storage_type(precision));
         Func qh = split_heads("q_heads", pq.result, head_dim, q_len);
         Var l("l"), b("b");
         const Func n = bounded(lengths);
@@ -656,8 +676,11 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         merged(d, g, row) = attention_out(d, row % q_len, g, row / q_len);
         ProjectionStage po =
             define_projection("out_proj", merged, v_head_dim, num_heads, q_len * batch,
-                              bounded(wo_t), bounded(bo), storage_type(precision));
+                              packed_weights(wo_t), bounded(bo), storage_type(precision));
         output = po.result;
+        // Its GPU schedule's wide weight loads need tiles at multiples of 4 features
+        // (ProjectionResult::Output); attngen's runtime passes every output from feature 0.
+        if (get_target().has_gpu_feature()) output.dim(0).set_min(0);
 
         query.set_estimates({{0, kEstModel}, {0, 1}, {0, 1}});
         wq_t.set_estimates({{0, kEstModel}, {0, kEstModel}});
@@ -680,7 +703,8 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         output.set_estimates({{0, kEstModel}, {0, 1}});
         if (using_autoscheduler()) return;
         if (t.has_gpu_feature()) {
-            for (ProjectionStage *p : {&pq, &po}) schedule_projection_gpu(*p, gpu_knobs());
+            schedule_projection_gpu(pq, gpu_knobs());
+            schedule_projection_gpu(po, gpu_knobs(), ProjectionResult::Output);
             return;
         }
         schedule_projection_cpu(pq, t, cpu_knobs(), ProjectionRows::FewOrMany);

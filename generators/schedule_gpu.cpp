@@ -24,6 +24,8 @@ constexpr int kMergeThreads = 32;
 // Each projection thread keeps a 4 x 4 register tile: 4 output features (one float4 weight
 // load) by 4 rows, so a step of the reduction does 16 FMAs for 4 + 4 loads.
 constexpr int kProjectionThreadTile = 4;
+// Reduction steps per unrolled projection loop iteration.
+constexpr int kProjectionUnroll = 4;
 
 // Score threads keep a 4 keys x 4 queries register tile for the same reason.
 constexpr int kScoreThreadTile = 4;
@@ -49,8 +51,10 @@ Var gpu_query_blocks(Func f, const Var &x, const Var &i, const Var &h, const Var
 // (GuardWithIf), so its extent here is only bounded by tile: splitting with RoundUp gives the
 // constant loop extent unrolling needs, and bound_storage the constant size registers need. Reads
 // past the edge are safe because every such stage reads padded weights and clamped rows.
-void register_tile(Func f, const Var &x, const Var &y, const std::vector<RVar> &reduction,
-                   int tile) {
+// reduction[0] (innermost) is unrolled by `unrolled` steps: the loads of consecutive steps are
+// then independent, and ptxas schedules them ahead of the FMAs that use them.
+void register_tile(Func f, const Var &x, const Var &y, const std::vector<RVar> &reduction, int tile,
+                   int unrolled = 1) {
     Var xo("xo"), xi("xi"), yo("yo"), yi("yi");
     f.bound_storage(x, tile)
         .bound_storage(y, tile)
@@ -59,11 +63,19 @@ void register_tile(Func f, const Var &x, const Var &y, const std::vector<RVar> &
         .unroll(xi)
         .unroll(yi);
     std::vector<VarOrRVar> order = {xi, yi};
-    order.insert(order.end(), reduction.begin(), reduction.end());
+    Stage update = f.update();
+    if (unrolled > 1) {
+        RVar ro(reduction[0].name() + "_o"), ri(reduction[0].name() + "_i");
+        update.split(reduction[0], ro, ri, unrolled, TailStrategy::GuardWithIf).unroll(ri);
+        order.push_back(ri);
+        order.push_back(ro);
+    } else {
+        order.push_back(reduction[0]);
+    }
+    order.insert(order.end(), reduction.begin() + 1, reduction.end());
     order.push_back(xo);
     order.push_back(yo);
-    f.update()
-        .split(x, xo, xi, tile, TailStrategy::RoundUp)
+    update.split(x, xo, xi, tile, TailStrategy::RoundUp)
         .split(y, yo, yi, tile, TailStrategy::RoundUp)
         .reorder(order)
         .unroll(xi)
@@ -80,7 +92,8 @@ GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs k) {
     return k;
 }
 
-void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &requested) {
+void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &requested,
+                             ProjectionResult where) {
     const GpuScheduleKnobs knobs = resolve_gpu_knobs(requested);
     const int tile = kProjectionThreadTile;
     if (knobs.gpu_gemm_rows % tile != 0) {
@@ -88,7 +101,11 @@ void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &request
     }
     // A block covers kWeightPadding output features, so its register tiles never pass the end
     // of the padded weights; input rows are clamped. Operands come through the L1 cache: each
-    // weight float4 serves 4 rows of a thread, each input value 4 features.
+    // weight float4 serves 4 rows of a thread, each input value 4 features. The accumulators
+    // live at the thread: left to Halide's default (the innermost loop of the result), each of
+    // a tile's 16 outputs ran its own reduction, 2 loads per FMA; an H100 took 1.69 ms for
+    // bert-512-b8's query projection (4.8 GFLOP), against 0.23 ms for this schedule in a
+    // stand-alone kernel of the same product.
     Var ob("ob"), nb("nb"), oi("oi"), ni("ni"), ot("ot"), nt("nt"), ox("ox"), nx("nx");
     p.result.compute_root()
         .tile(p.o, p.n, ob, nb, oi, ni, kWeightPadding, knobs.gpu_gemm_rows, kExact)
@@ -98,7 +115,17 @@ void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &request
         .gpu_threads(ot, nt)
         .unroll(ox)
         .unroll(nx);
-    register_tile(p.acc, p.o, p.n, {p.r.x, p.r.y}, tile);
+    p.acc.compute_at(p.result, ot);
+    register_tile(p.acc, p.o, p.n, {p.r.x, p.r.y}, tile, kProjectionUnroll);
+    // Each reduction step's weights for the tile's outputs in one wide load, which needs tiles
+    // to start at a multiple of the tile: the realized features of a stage are widened to one
+    // (the padded weights cover the few extra), an output's start at 0 (the generator's
+    // constraint). Bfloat16 pairs interleave two input features per output, so a step's
+    // weights are not one dense vector there; they stay scalar loads.
+    if (where == ProjectionResult::Inside) p.result.align_bounds(p.o, tile);
+    if (!p.paired) {
+        p.weights.in(p.acc).compute_at(p.acc, RVar(p.r.x.name() + "_i")).vectorize(_0).unroll(_1);
+    }
 }
 
 void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested) {

@@ -21,8 +21,13 @@ struct GpuScheduleKnobs {
 
 GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs knobs);
 
+// Whether a projection's result is the pipeline's output, whose bounds the caller's buffer
+// gives (its features must then start at 0: see OutputBounds), or a stage inside it.
+enum class ProjectionResult { Inside, Output };
+
 // result is computed at root as one kernel of register-tiled threads.
-void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &knobs);
+void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &knobs,
+                             ProjectionResult where = ProjectionResult::Inside);
 
 // The attention that materializes the probabilities, for the weights output (without it the
 // flash kernel runs): scores are one tiled kernel, the probabilities one kernel per block of

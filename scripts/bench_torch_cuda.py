@@ -6,7 +6,10 @@ in bench/RESULTS.md. TF32 is off, so every product is a true fp32 FMA as attngen
   torch-sdpa-mha  four nn.Linear projections around F.scaled_dot_product_attention
 
 Prints one JSON line per (shape, impl): median ms over timed rounds (CUDA events), or the error
-when the shape does not run (e.g. out of memory).
+when the shape does not run (e.g. out of memory). `--dtype bfloat16` (or float16) times the same
+modules in half precision, for the half-precision variants of attngen_bench_device. First, one
+line of the ceilings measured on the same GPU: an 8192^3 float32 matrix product with TF32 off
+(the fp32 FMA rate a library reaches) and a device-to-device copy (bytes read plus written).
 """
 import json
 import statistics
@@ -28,12 +31,12 @@ def mha_flops(b, lq, lkv, d, causal):
     return proj + (attn / 2 if causal else attn)
 
 
-def build(impl, b, lq, lkv, d, h, causal):
+def build(impl, b, lq, lkv, d, h, causal, dtype):
     torch.manual_seed(0)
-    q = torch.randn(b, lq, d, device="cuda")
-    kv = torch.randn(b, lkv, d, device="cuda")
+    q = torch.randn(b, lq, d, device="cuda", dtype=dtype)
+    kv = torch.randn(b, lkv, d, device="cuda", dtype=dtype)
     if impl == "torch-mha":
-        m = torch.nn.MultiheadAttention(d, h, batch_first=True).cuda().eval()
+        m = torch.nn.MultiheadAttention(d, h, batch_first=True).cuda().to(dtype).eval()
         mask = None
         if causal:
             mask = torch.ones(lq, lkv, dtype=torch.bool, device="cuda").triu(1)
@@ -42,7 +45,7 @@ def build(impl, b, lq, lkv, d, h, causal):
             return m(q, kv, kv, attn_mask=mask, need_weights=False)[0]
 
         return run
-    lin = [torch.nn.Linear(d, d).cuda() for _ in range(4)]
+    lin = [torch.nn.Linear(d, d).cuda().to(dtype) for _ in range(4)]
 
     def split(x):
         return x.view(b, -1, h, d // h).transpose(1, 2)
@@ -71,18 +74,40 @@ def time_ms(fn, rounds=20):
     return statistics.median(times)
 
 
+def ceilings():
+    """The fp32 product rate (TF32 off) and the copy bandwidth, measured on this GPU."""
+    n = 8192
+    a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+    gemm_ms = time_ms(lambda: a @ b)
+    src = torch.randn(256 * 2**20, device="cuda")  # 1 GiB
+    dst = torch.empty_like(src)
+    copy_ms = time_ms(lambda: dst.copy_(src))
+    return {
+        "sgemm_8192_tflops": 2.0 * n**3 / gemm_ms * 1e-9,
+        "copy_gbs": 2.0 * src.numel() * 4 / copy_ms * 1e-6,
+    }
+
+
 def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    info = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0)}
+    args = sys.argv[1:]
+    dtype = torch.float32
+    if "--dtype" in args:
+        i = args.index("--dtype")
+        dtype = getattr(torch, args[i + 1])
+        del args[i : i + 2]
+    props = torch.cuda.get_device_properties(0)
+    info = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
+            "sms": props.multi_processor_count, "dtype": str(dtype), **ceilings()}
     print(json.dumps(info), flush=True)
-    names = sys.argv[1:] or list(SHAPES)
+    names = args or list(SHAPES)
     for name in names:
         b, lq, lkv, d, h, causal = SHAPES[name]
         for impl in ("torch-mha", "torch-sdpa-mha"):
-            rec = {"shape": name, "impl": impl}
+            rec = {"shape": name, "impl": impl, "dtype": str(dtype)}
             try:
-                ms = time_ms(build(impl, b, lq, lkv, d, h, causal))
+                ms = time_ms(build(impl, b, lq, lkv, d, h, causal, dtype))
                 rec.update(ms=ms, gflops=mha_flops(b, lq, lkv, d, causal) / ms * 1e-6)
             except Exception as e:  # noqa: BLE001 -- report and go on to the next shape
                 rec["error"] = str(e).splitlines()[0][:200]

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The CUDA checks on a lent GPU machine (no network, no build tools needed): unpacks the
+# binaries scripts/gpu_bundle.sh packed on the build machine, then runs the phases named on the
+# command line, each bounded in time, logs under $OUT (or /tmp/gpu_out).
+#
+#   scripts/gpu_session.sh tests bench torch        # ctest -L cuda; attngen_bench_device; PyTorch
+#   ATTNGEN_GPU_BENCH_FILTER='^mha_forward_device/' scripts/gpu_session.sh bench
+#
+# Phases: info, tests (the device suite under ctest -L cuda), bench (attngen_bench_device,
+# median of 3), torch (scripts/bench_torch_cuda.py at the CUDA issue's shapes, float32 with TF32
+# off), torch-half (the same in bfloat16), jit (a fresh process's first forward with and without
+# the driver's PTX cache), ncu (per-kernel times of one forward, bert-512-b8).
+set -u
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/gpu_out}
+mkdir -p "$out"
+
+tar -xJf .gpu/bundle.tar.xz || exit 1
+export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# ctest's files name the build machine's absolute paths.
+build_root=$(cat .gpu/build_root)
+if [ "$build_root" != "$PWD" ] && [ ! -e "$build_root" ]; then
+    mkdir -p "$(dirname "$build_root")" && ln -s "$PWD" "$build_root"
+fi
+
+shapes="tutorial bert-128 bert-512 bert-512-b8 gpt2-causal long-causal long-single long-self-32k"
+for phase in "$@"; do
+    echo "=== $phase $(date -u +%T)"
+    case "$phase" in
+    info)
+        nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total \
+            --format=csv | tee "$out/gpu.txt"
+        python3 -c 'import torch; print("torch", torch.__version__)' | tee -a "$out/gpu.txt"
+        ;;
+    tests)
+        timeout 300 ctest --test-dir build/tests -L cuda -E carries_ptx -j8 --timeout 240 \
+            --output-on-failure >"$out/ctest.log" 2>&1
+        echo "ctest exit $?"
+        grep -E "tests passed|tests failed|Failed|Timeout|\*\*\*" "$out/ctest.log" | head -60
+        ;;
+    bench)
+        timeout 180 build/bench/attngen_bench_device \
+            --benchmark_filter="${ATTNGEN_GPU_BENCH_FILTER:-.}" \
+            --benchmark_min_time=0.3 --benchmark_repetitions=3 \
+            --benchmark_report_aggregates_only=true \
+            --benchmark_out="$out/attngen_device.json" --benchmark_out_format=json \
+            2>&1 | grep -v "_mean\|_stddev\|_cv" | tee "$out/attngen_device.txt"
+        ;;
+    torch)
+        PYTHONUNBUFFERED=1 timeout 150 python3 scripts/bench_torch_cuda.py $shapes \
+            2>&1 | tee "$out/torch_fp32.jsonl"
+        ;;
+    torch-half)
+        PYTHONUNBUFFERED=1 timeout 200 python3 scripts/bench_torch_cuda.py --dtype bfloat16 \
+            $shapes 2>&1 | tee "$out/torch_bf16.jsonl"
+        ;;
+    jit)
+        # The PTX's JIT step: one small forward in a fresh process, with the driver's compute
+        # cache off (every module compiled), then twice with it on (the second finds the cache).
+        one_call() {
+            local start end
+            start=$(date +%s%N)
+            build/bench/attngen_bench_device --benchmark_filter='^mha_forward_device/tutorial/' \
+                --benchmark_min_time=0.01 >/dev/null 2>&1
+            end=$(date +%s%N)
+            echo "$1 process wall $(((end - start) / 1000000)) ms"
+        }
+        export CUDA_CACHE_PATH=$(mktemp -d)
+        CUDA_CACHE_DISABLE=1 one_call "cache off:" | tee "$out/jit.txt"
+        one_call "cache empty:" | tee -a "$out/jit.txt"
+        one_call "cache filled:" | tee -a "$out/jit.txt"
+        ;;
+    ncu)
+        timeout 240 ncu --clock-control none -c 60 --print-summary per-kernel \
+            build/bench/attngen_bench_device \
+            --benchmark_filter="${ATTNGEN_GPU_NCU_FILTER:-^mha_forward_device/bert-512-b8/}" \
+            --benchmark_min_time=0.01 >"$out/ncu.txt" 2>&1
+        echo "ncu exit $?"
+        grep -E "^  [a-z_]|Duration|Registers|Achieved Occupancy" "$out/ncu.txt" | head -80
+        ;;
+    *) echo "unknown phase $phase" ;;
+    esac
+done
