@@ -93,6 +93,13 @@ class AttngenGenerator : public Generator<T> {
         return bounded(w);
     }
 
+    // GPU projections of a few rows (decoding) get a second algorithm, a schedule of their own
+    // (schedule_gpu.h); CPU projections, and every projection an autoscheduler plans, one.
+    FewRowsPath few_rows_path() const {
+        if (!this->get_target().has_gpu_feature() || this->using_autoscheduler()) return {};
+        return gpu_few_rows_path();
+    }
+
     // The attention output (c, i, h, b). Without a weights output, attngen's CPU and GPU
     // schedules use the flash algorithm (no q_len x kv_len buffer, masked key blocks skipped);
     // the weights and the autoschedulers use the one that materializes the probabilities.
@@ -293,15 +300,15 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
 
         const Expr batch = query.dim(2).extent();
         const Expr q_rows = q_len * batch, kv_rows = kv_len * batch;
-        ProjectionStage pq =
-            define_projection("q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1,
-                              q_rows, packed_weights(wq_t), bounded(bq), storage_type(precision));
-        ProjectionStage pk =
-            define_projection("k_proj", as_rows(bounded(key), kv_len), key.dim(0).extent(), 1,
-                              kv_rows, packed_weights(wk_t), bounded(bk), storage_type(precision));
-        ProjectionStage pv =
-            define_projection("v_proj", as_rows(bounded(value), kv_len), value.dim(0).extent(), 1,
-                              kv_rows, packed_weights(wv_t), bounded(bv), storage_type(precision));
+        ProjectionStage pq = define_projection(
+            "q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1, q_rows,
+            packed_weights(wq_t), bounded(bq), storage_type(precision), few_rows_path());
+        ProjectionStage pk = define_projection(
+            "k_proj", as_rows(bounded(key), kv_len), key.dim(0).extent(), 1, kv_rows,
+            packed_weights(wk_t), bounded(bk), storage_type(precision), few_rows_path());
+        ProjectionStage pv = define_projection(
+            "v_proj", as_rows(bounded(value), kv_len), value.dim(0).extent(), 1, kv_rows,
+            packed_weights(wv_t), bounded(bv), storage_type(precision), few_rows_path());
         Func qh = split_heads("q_heads", pq.result, hd, q_len);
         Func kh = split_heads("k_heads", pk.result, hd, kv_len);
         Func vh = split_heads("v_heads", pv.result, v_head_dim, kv_len);
@@ -326,7 +333,7 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         merged(d, g, n) = attention_out(d, n % q_len, g, n / q_len);
         ProjectionStage po =
             define_projection("out_proj", merged, v_head_dim, heads, q_rows, packed_weights(wo_t),
-                              bounded(bo), storage_type(precision));
+                              bounded(bo), storage_type(precision), few_rows_path());
         output = po.result;
         // Its GPU schedule's wide weight loads need tiles at multiples of 4 features
         // (ProjectionResult::Output); attngen's runtime passes every output from feature 0.
@@ -460,10 +467,10 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
         const Expr len = key.dim(1).extent(), batch = key.dim(2).extent();
         ProjectionStage pk = define_projection(
             "k_proj", as_rows(bounded(key), len), key.dim(0).extent(), 1, len * batch,
-            packed_weights(wk_t), bounded(bk), storage_type(precision));
+            packed_weights(wk_t), bounded(bk), storage_type(precision), few_rows_path());
         ProjectionStage pv = define_projection(
             "v_proj", as_rows(bounded(value), len), value.dim(0).extent(), 1, len * batch,
-            packed_weights(wv_t), bounded(bv), storage_type(precision));
+            packed_weights(wv_t), bounded(bv), storage_type(precision), few_rows_path());
         Func kh = split_heads("k_heads", pk.result, head_dim, len);
         Func vh = split_heads("v_heads", pv.result, v_head_dim, len);
         Var l("l"), d("d"), c("c"), hk("hk"), b("b");
@@ -645,7 +652,7 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         const Expr q_len = query.dim(1).extent(), batch = query.dim(2).extent();
         ProjectionStage pq = define_projection(
             "q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1, q_len * batch,
-            packed_weights(wq_t), bounded(bq), storage_type(precision));
+            packed_weights(wq_t), bounded(bq), storage_type(precision), few_rows_path());
         Func qh = split_heads("q_heads", pq.result, head_dim, q_len);
         Var l("l"), b("b");
         const Func n = bounded(lengths);
@@ -674,9 +681,9 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         Func merged("merged_heads");
         Var d("d"), g("g"), row("row");
         merged(d, g, row) = attention_out(d, row % q_len, g, row / q_len);
-        ProjectionStage po =
-            define_projection("out_proj", merged, v_head_dim, num_heads, q_len * batch,
-                              packed_weights(wo_t), bounded(bo), storage_type(precision));
+        ProjectionStage po = define_projection("out_proj", merged, v_head_dim, num_heads,
+                                               q_len * batch, packed_weights(wo_t), bounded(bo),
+                                               storage_type(precision), few_rows_path());
         output = po.result;
         // Its GPU schedule's wide weight loads need tiles at multiples of 4 features
         // (ProjectionResult::Output); attngen's runtime passes every output from feature 0.

@@ -25,7 +25,11 @@ GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs knobs);
 // gives (its features must then start at 0: see OutputBounds), or a stage inside it.
 enum class ProjectionResult { Inside, Output };
 
-// result is computed at root as one kernel of register-tiled threads.
+// The few-rows path GPU projections are defined with (define_projection's FewRowsPath).
+FewRowsPath gpu_few_rows_path();
+
+// result is computed at root as one kernel of register-tiled threads; with a few-rows path, a
+// specialization for those calls runs it.
 void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &knobs,
                              ProjectionResult where = ProjectionResult::Inside);
 

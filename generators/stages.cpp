@@ -22,7 +22,8 @@ std::string type_name(const Type &t) {
 
 ProjectionStage define_projection(const std::string &name, const Func &x, const Expr &group_size,
                                   const Expr &groups, const Expr &rows, const Func &w_t,
-                                  const Func &bias, const Type &storage) {
+                                  const Func &bias, const Type &storage,
+                                  const FewRowsPath &few_rows_path) {
     ProjectionStage p;
     p.acc = Func(name + "_acc");
     p.result = Func(name);
@@ -69,8 +70,31 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
             operand = p.operand;
         }
         p.acc(o, n) += operand(p.r.x, p.r.y, row) * weight(o, p.r.y * group_size + p.r.x);
+        if (few_rows_path.split > 0) {
+            // Feature d = s * split + u of each group; the last s of a group may pass its end,
+            // and reads there are clamped and their products dropped.
+            const int split = few_rows_path.split;
+            const Var &u = p.u;
+            p.r_split = RDom(0, (group_size + split - 1) / split, 0, groups, name + "_rs");
+            const RDom &rs = p.r_split;
+            const Expr d = rs.x * split + u, in_group = min(d, group_size - 1);
+            p.split_acc = Func(name + "_split_acc");
+            p.split_acc(o, n, u) = 0.0f;
+            p.split_acc(o, n, u) += select(
+                d < group_size,
+                operand(in_group, rs.y, row) * weight(o, rs.y * group_size + in_group), 0.0f);
+            const RDom ru(0, split, name + "_ru");
+            p.few_rows_sum = Func(name + "_few_rows");
+            p.few_rows_sum(o, n) = bias(o);
+            p.few_rows_sum(o, n) += p.split_acc(o, n, ru);
+            p.few_rows = few_rows_path.rows;
+        }
     }
-    p.result(o, n) = p.acc(o, n);
+    if (p.few_rows.defined()) {
+        p.result(o, n) = select(rows <= p.few_rows, p.few_rows_sum(o, n), p.acc(o, n));
+    } else {
+        p.result(o, n) = p.acc(o, n);
+    }
     return p;
 }
 

@@ -34,6 +34,14 @@ struct ProjectionStage {
     Halide::RDom r;
     Halide::Expr rows;         // rows of all batches
     Halide::Expr in_features;  // the reduction's extent: group_size * groups
+    // With add_few_rows_path: for calls of at most few_rows rows, result is few_rows_sum,
+    // bias(o) + the sum over u of split_acc(o, n, u), the products of features d = u (mod
+    // reduction_split) within each group; a GPU block's threads then share one output's
+    // reduction (matrix-vector products of decoding).
+    Halide::Func split_acc, few_rows_sum;
+    Halide::RDom r_split;  // split_acc's reduction: (feature step within a group, group)
+    Halide::Var u{"u"};
+    Halide::Expr few_rows;  // undefined without the path
 };
 
 // x(d, g, n) is read at rows clamp(n, 0, rows - 1) so that a schedule may compute whole
@@ -43,10 +51,17 @@ struct ProjectionStage {
 // weights come in pairs: w_t(2 o + f % 2, f / 2) is the weight of output o and input f. w_t
 // holds `storage` itself, or for the 16-bit formats their bit patterns as uint16 (GPU targets:
 // see storage_bits_as_float).
+// The schedule's choice of a second algorithm for few rows (ProjectionStage::few_rows_sum):
+// split 0 for none. Float32 and float16 weights only (bfloat16 pairs keep the one algorithm).
+struct FewRowsPath {
+    int split = 0;
+    int rows = 0;
+};
 ProjectionStage define_projection(const std::string &name, const Halide::Func &x,
                                   const Halide::Expr &group_size, const Halide::Expr &groups,
                                   const Halide::Expr &rows, const Halide::Func &w_t,
-                                  const Halide::Func &bias, const Halide::Type &storage);
+                                  const Halide::Func &bias, const Halide::Type &storage,
+                                  const FewRowsPath &few_rows_path = {});
 
 // round_operand in integer arithmetic, for kernels that take their weights as bits
 // (storage_bits_as_float): the same values, with no 16-bit float type in the kernel.

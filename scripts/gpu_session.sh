@@ -39,7 +39,7 @@ for phase in "$@"; do
         grep -E "tests passed|tests failed|Failed|Timeout|\*\*\*" "$out/ctest.log" | head -60
         ;;
     bench)
-        timeout 180 build/bench/attngen_bench_device \
+        timeout 330 build/bench/attngen_bench_device \
             --benchmark_filter="${ATTNGEN_GPU_BENCH_FILTER:-.}" \
             --benchmark_min_time=0.3 --benchmark_repetitions=3 \
             --benchmark_report_aggregates_only=true \

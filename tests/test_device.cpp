@@ -53,6 +53,22 @@ TEST_F(DeviceTest, ProjectionBlockEdges) {
     for (int d : {63, 64, 65})
         Tester().d_model(d).num_heads(1).q_len(33).kv_len(3).TestWithAndWithoutWeights();
 }
+// Projections of at most 8 rows (q_len x batch, kv_len x batch) take the few-rows path, whose
+// threads split each output's input features 32 ways: rows at the limit and one past it, with
+// feature counts one short of, at and one past a multiple of the split, and groups narrower
+// than it (keys of 11 features, values of 13, heads of 11 and 13).
+TEST_F(DeviceTest, FewRowsPathAtItsLimits) {
+    for (int d : {31, 33, 64}) {
+        for (int rows : {8, 9}) {
+            Tester().d_model(d).num_heads(1).batch(1).q_len(rows).kv_len(rows).Test();
+        }
+    }
+    Tester().d_model(33).num_heads(3).kdim(11).batch(2).q_len(4).kv_len(3).Test();
+    Tester().d_model(39).num_heads(3).vdim(13).batch(3).q_len(3).kv_len(5).Test();
+    // Wide enough that a loose bound on the weights' region passes their padding (an H100 run
+    // once refused 768 features: "wv_t is accessed at 1471, which is beyond the max (831)").
+    Tester().d_model(200).num_heads(4).batch(2).q_len(1).kv_len(3).Test();
+}
 TEST_F(DeviceTest, LongerRowsThanOneBlock) {
     Tester().d_model(32).num_heads(4).batch(2).q_len(40).kv_len(70).with_weights(false).Test();
 }
