@@ -1,0 +1,91 @@
+// Few-row (matrix-vector) GPU schedule variants of the projection: the reduction split across a
+// block's threads by rfactor. schedule_few_rows_gpu follows gemv_k32_r1.
+#include <cstdio>
+#include <string>
+#include "Halide.h"
+using namespace Halide;
+
+struct Variant {
+    const char *name;
+    int ksplit;
+    int rows_tile;
+};
+
+int main_(int argc, char **argv) {
+    const std::string dir = argv[1];
+    Target t("x86-64-linux-cuda-cuda_capability_70-user_context-no_runtime");
+    Variant vs[] = {{"gemv_k8_r1", 8, 1},
+                    {"gemv_k16_r1", 16, 1},
+                    {"gemv_k16_r2", 16, 2},
+                    {"gemv_k32_r1", 32, 1},
+                    {"gemv_k16_r4", 16, 4}};
+    FILE *h = fopen((dir + "/variants.h").c_str(), "w");
+    fprintf(h, "#include \"HalideBuffer.h\"\n");
+    for (const Variant &v : vs) {
+        ImageParam x(Float(32), 2, "x"), w(Float(32), 2, "w"), bias(Float(32), 1, "bias");
+        Var o("o"), n("n"), f("f"), u("u");
+        Expr K = x.dim(0).extent(), rows = x.dim(1).extent();
+        Func acc("acc"), out("out"), xc("xc");
+        xc(f, n) = x(f, clamp(n, 0, rows - 1));
+        RDom r(0, K, "r");
+        acc(o, n) = bias(o);
+        acc(o, n) += xc(r, n) * w(o, r);
+        out(o, n) = acc(o, n);
+        RVar ro("ro"), ri("ri");
+        Func intm =
+            acc.update().split(r, ro, ri, v.ksplit, TailStrategy::GuardWithIf).rfactor(ri, u);
+        Var ob("ob"), oi("oi"), ot("ot"), ox("ox"), nb("nb"), ni("ni");
+        out.compute_root()
+            .split(o, ob, oi, 64, TailStrategy::GuardWithIf)
+            .split(oi, ot, ox, 4)
+            .split(n, nb, ni, v.rows_tile, TailStrategy::GuardWithIf)
+            .reorder(ox, ni, ot, ob, nb)
+            .gpu_blocks(ob, nb)
+            .gpu_threads(ot)
+            .unroll(ox)
+            .unroll(ni);
+        acc.compute_at(out, ot).unroll(o).unroll(n);
+        acc.update().reorder(o, n, ri).unroll(o).unroll(n);
+        Var to("to"), tx("tx");
+        intm.compute_at(out, ob)
+            .bound_extent(n, v.rows_tile)
+            .split(o, to, tx, 4, TailStrategy::RoundUp)
+            .reorder(tx, n, to, u)
+            .gpu_threads(to, u)
+            .unroll(tx)
+            .unroll(n);
+        intm.update()
+            .split(o, to, tx, 4, TailStrategy::RoundUp)
+            .reorder(tx, n, ro, to, u)
+            .gpu_threads(to, u)
+            .unroll(tx)
+            .unroll(n);
+        w.in().compute_at(intm, ro).vectorize(_0).unroll(_1);
+        x.dim(0).set_min(0);
+        x.dim(1).set_min(0);
+        x.set_host_alignment(16);
+        w.set_host_alignment(16);
+        w.dim(0).set_min(0).dim(1).set_min(0).dim(1).set_stride((w.dim(1).stride() / 64) * 64);
+        out.output_buffer().dim(0).set_min(0).dim(1).set_min(0);
+        Pipeline p(out);
+        std::string fn = std::string("g_") + v.name;
+        p.compile_to_static_library(dir + "/" + fn, {x, w, bias}, fn, t);
+        fprintf(h, "#include \"%s.h\"\n", fn.c_str());
+    }
+    fprintf(h,
+            "struct V { const char *name; int (*fn)(const void*, halide_buffer_t*, "
+            "halide_buffer_t*, halide_buffer_t*, halide_buffer_t*); };\nstatic V variants[] = {\n");
+    for (const Variant &v : vs) fprintf(h, "{\"%s\", g_%s},\n", v.name, v.name);
+    fprintf(h, "};\n");
+    fclose(h);
+    compile_standalone_runtime(dir + "/runtime.a", Target("x86-64-linux-cuda-user_context"));
+    return 0;
+}
+int main(int argc, char **argv) {
+    try {
+        return main_(argc, argv);
+    } catch (Halide::Error &e) {
+        fprintf(stderr, "%s\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,121 @@
+// GPU schedule variants of result(o, n) = bias(o) + sum_f x(f, n) w(o, f), AOT-compiled for
+// CUDA into OUT_DIR with a header listing them (variants.h) for projection_runner.cpp. What
+// schedule_projection_gpu adopted came from these (bench/RESULTS.md, "CUDA on an H100, second").
+#include <cstdio>
+#include <string>
+#include "Halide.h"
+using namespace Halide;
+
+struct Variant {
+    const char *name;
+    int to, tn, bo, bn, ru, xvec, wvec, splitk;
+};
+
+int main_(int argc, char **argv);
+int main(int argc, char **argv) {
+    try {
+        return main_(argc, argv);
+    } catch (Halide::Error &e) {
+        fprintf(stderr, "%s\n", e.what());
+        return 1;
+    }
+}
+int main_(int argc, char **argv) {
+    const std::string dir = argv[1];
+    Target t("x86-64-linux-cuda-cuda_capability_70-user_context-no_runtime");
+    Variant vs[] = {
+        {"v4x8_16x16", 4, 8, 16, 16, 4, 1, 1, 1},   {"v4x8_8x16", 4, 8, 8, 16, 4, 1, 1, 1},
+        {"v4x8_32x4", 4, 8, 32, 4, 4, 1, 1, 1},     {"v4x8_16x8_r8", 4, 8, 16, 8, 8, 1, 1, 1},
+        {"v4x8_16x8_k4", 4, 8, 16, 8, 4, 1, 1, 4},  {"v4x8_16x8_k8", 4, 8, 16, 8, 4, 1, 1, 8},
+        {"v4x4_16x8_k4", 4, 4, 16, 8, 4, 1, 1, 4},  {"cur_4x4_16x8", 4, 4, 16, 8, 1, 0, 0, 1},
+        {"app_4x8_16x2", 4, 8, 16, 2, 8, 0, 1, 1},  {"v4x8_16x4", 4, 8, 16, 4, 4, 1, 1, 1},
+        {"v4x8_16x8", 4, 8, 16, 8, 4, 1, 1, 1},     {"v8x8_8x8", 8, 8, 8, 8, 4, 1, 1, 1},
+        {"v8x8_16x8", 8, 8, 16, 8, 4, 1, 1, 1},     {"v8x4_16x8", 8, 4, 16, 8, 4, 1, 1, 1},
+        {"v4x4_16x8", 4, 4, 16, 8, 4, 1, 1, 1},     {"v4x4_16x4", 4, 4, 16, 4, 4, 1, 1, 1},
+        {"v4x8_16x8_nox", 4, 8, 16, 8, 4, 0, 1, 1},
+    };
+    FILE *h = fopen((dir + "/variants.h").c_str(), "w");
+    fprintf(h, "#include \"HalideBuffer.h\"\n");
+    for (const Variant &v : vs) {
+        ImageParam x(Float(32), 2, "x"), w(Float(32), 2, "w"), bias(Float(32), 1, "bias");
+        Var o("o"), n("n"), f("f"), k("k");
+        Expr K = x.dim(0).extent(), rows = x.dim(1).extent();
+        Func acc("acc"), out("out"), xc("xc"), part("part");
+        xc(f, n) = x(f, clamp(n, 0, rows - 1));
+        Expr chunk = (K + v.splitk - 1) / v.splitk;
+        RDom r(0, chunk, "r");
+        Expr feature = k * chunk + r;
+        Func T;
+        if (v.splitk == 1) {
+            acc(o, n) = bias(o);
+            acc(o, n) += xc(r, n) * w(o, r);
+            out(o, n) = acc(o, n);
+            T = out;
+        } else {
+            Expr fc = min(feature, K - 1);
+            acc(o, n, k) = 0.0f;
+            acc(o, n, k) += select(feature < K, xc(fc, n) * w(o, fc), 0.0f);
+            part(o, n, k) = acc(o, n, k);
+            RDom s(0, v.splitk);
+            out(o, n) = bias(o) + sum(part(o, n, s));
+            T = part;
+            Var oo, ooi;
+            out.compute_root()
+                .split(o, oo, ooi, 64, TailStrategy::GuardWithIf)
+                .gpu_blocks(oo, n)
+                .gpu_threads(ooi);
+            part.bound(k, 0, v.splitk);
+        }
+        Var ob, nb, oi, ni, ot, nt, ox, nx;
+        T.compute_root()
+            .tile(o, n, ob, nb, oi, ni, v.to * v.bo, v.tn * v.bn,
+                  v.splitk == 1 ? TailStrategy::GuardWithIf : TailStrategy::RoundUp)
+            .tile(oi, ni, ot, nt, ox, nx, v.to, v.tn)
+            .unroll(ox)
+            .unroll(nx);
+        if (v.splitk == 1)
+            T.reorder(ox, nx, ot, nt, ob, nb).gpu_blocks(ob, nb);
+        else
+            T.reorder(ox, nx, ot, nt, ob, nb, k).gpu_blocks(ob, nb, k);
+        T.gpu_threads(ot, nt);
+        Var ao, ai, ano, ani;
+        acc.compute_at(T, ot)
+            .bound_storage(o, v.to)
+            .bound_storage(n, v.tn)
+            .split(o, ao, ai, v.to, TailStrategy::RoundUp)
+            .split(n, ano, ani, v.tn, TailStrategy::RoundUp)
+            .unroll(ai)
+            .unroll(ani);
+        RVar ro("ro"), ri("ri");
+        acc.update()
+            .split(o, ao, ai, v.to, TailStrategy::RoundUp)
+            .split(n, ano, ani, v.tn, TailStrategy::RoundUp)
+            .split(r, ro, ri, v.ru, TailStrategy::GuardWithIf)
+            .reorder(ai, ani, ri, ro, ao, ano)
+            .unroll(ai)
+            .unroll(ani)
+            .unroll(ri);
+        if (v.wvec) w.in().compute_at(acc, ri).vectorize(_0).unroll(_1);
+        if (v.xvec && v.splitk == 1)
+            xc.compute_at(acc, ro).bound_extent(f, v.ru).vectorize(f).unroll(n);
+        x.dim(0).set_min(0);
+        x.dim(1).set_min(0).dim(1).set_stride((x.dim(1).stride() / 4) * 4);
+        x.set_host_alignment(16);
+        w.set_host_alignment(16);
+        w.dim(0).set_min(0).dim(1).set_min(0).dim(1).set_stride((w.dim(1).stride() / 64) * 64);
+        out.output_buffer().dim(0).set_min(0).dim(1).set_min(0);
+        Pipeline p(out);
+        std::string fn = std::string("g_") + v.name;
+        p.compile_to_static_library(dir + "/" + fn, {x, w, bias}, fn, t);
+        p.compile_to_assembly(dir + "/" + fn + ".s", {x, w, bias}, fn, t);
+        fprintf(h, "#include \"%s.h\"\n", fn.c_str());
+    }
+    fprintf(h,
+            "struct V { const char *name; int (*fn)(const void*, halide_buffer_t*, "
+            "halide_buffer_t*, halide_buffer_t*, halide_buffer_t*); };\nstatic V variants[] = {\n");
+    for (const Variant &v : vs) fprintf(h, "{\"%s\", g_%s},\n", v.name, v.name);
+    fprintf(h, "};\n");
+    fclose(h);
+    compile_standalone_runtime(dir + "/runtime.a", Target("x86-64-linux-cuda-user_context"));
+    return 0;
+}

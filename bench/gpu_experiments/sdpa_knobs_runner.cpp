@@ -1,0 +1,116 @@
+// Times attngen_sdpa CUDA kernels generated with several gpu_query_block x gpu_key_block knob
+// values (build.sh), each checked against a float64 reference at 8 rows.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+#include "HalideBuffer.h"
+#include "HalideRuntimeCuda.h"
+#define V(q, k)                                                                                \
+    extern "C" int sdpa_q##q##_k##k(                                                           \
+        const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *, float, int32_t, \
+        halide_buffer_t *, bool, halide_buffer_t *, bool, halide_buffer_t *, halide_buffer_t *);
+V(16, 32)
+V(16, 64) V(8, 32)
+    V(16, 16) using Fn = int(*)(const void *, halide_buffer_t *, halide_buffer_t *,
+                                halide_buffer_t *, float, int32_t, halide_buffer_t *, bool,
+                                halide_buffer_t *, bool, halide_buffer_t *, halide_buffer_t *);
+struct Var_ {
+    const char *name;
+    Fn fn;
+} variants[] = {{"q16_k32", sdpa_q16_k32},
+                {"q16_k64", sdpa_q16_k64},
+                {"q8_k32", sdpa_q8_k32},
+                {"q16_k16", sdpa_q16_k16}};
+using Halide::Runtime::Buffer;
+int main() {
+    struct Shape {
+        const char *name;
+        int b, h, lq, lkv, d, causal;
+    } shapes[] = {{"bert-512-b8", 8, 12, 512, 512, 64, 0},
+                  {"gpt2-causal", 1, 12, 1024, 1024, 64, 1},
+                  {"long-4096", 1, 12, 4096, 4096, 64, 0},
+                  {"long-causal", 1, 12, 4096, 4096, 64, 1}};
+    std::mt19937 rng(1);
+    std::normal_distribution<float> N(0, 1);
+    const halide_device_interface_t *cuda = halide_cuda_device_interface();
+    for (auto s : shapes) {
+        Buffer<float> q(s.d, s.lq, s.h, s.b), k(s.d, s.lkv, s.h, s.b), v(s.d, s.lkv, s.h, s.b),
+            out(s.d, s.lq, s.h, s.b);
+        for (auto *B : {&q, &k, &v}) {
+            B->for_each_value([&](float &x) { x = N(rng); });
+            B->set_host_dirty();
+            B->copy_to_device(cuda);
+        }
+        Buffer<int32_t> lens(s.b);
+        lens.fill(s.lkv);
+        lens.set_host_dirty();
+        lens.copy_to_device(cuda);
+        Buffer<uint8_t> bm(s.lkv, 1, 1);
+        bm.fill(0);
+        bm.set_host_dirty();
+        bm.copy_to_device(cuda);
+        Buffer<float> add(s.lkv, 1, 1, 1);
+        add.fill(0);
+        add.set_host_dirty();
+        add.copy_to_device(cuda);
+        out.device_malloc(cuda);
+        const float scale = 1.0f / std::sqrt(float(s.d));
+        double flops = 4.0 * s.b * s.h * s.lq * s.lkv * s.d * (s.causal ? 0.5 : 1.0);
+        for (auto &var : variants) {
+            out.set_device_dirty(false);
+            out.fill(NAN);
+            out.set_host_dirty();
+            out.copy_to_device(cuda);
+            int e = var.fn(nullptr, q, k, v, scale, s.causal, lens, false, bm, false, add, out);
+            if (e) {
+                printf("%s %s error %d\n", s.name, var.name, e);
+                continue;
+            }
+            out.copy_to_host();
+            double worst = 0;
+            for (int t = 0; t < 8; t++) {
+                int i = (t * 977) % s.lq, hh = t % s.h, bb = t % s.b;
+                if (t == 0) i = s.lq - 1;
+                int last = s.causal ? i + (s.lkv - s.lq) : s.lkv - 1;
+                std::vector<double> p(last + 1);
+                double m = -1e300, sum = 0;
+                for (int j = 0; j <= last; j++) {
+                    double dot = 0;
+                    for (int d = 0; d < s.d; d++) dot += double(q(d, i, hh, bb)) * k(d, j, hh, bb);
+                    p[j] = dot * scale;
+                    m = std::max(m, p[j]);
+                }
+                for (int j = 0; j <= last; j++) {
+                    p[j] = std::exp(p[j] - m);
+                    sum += p[j];
+                }
+                for (int d = 0; d < s.d; d++) {
+                    double o = 0;
+                    for (int j = 0; j <= last; j++) o += p[j] * v(d, j, hh, bb);
+                    o /= sum;
+                    worst = std::max(worst, std::fabs(o - out(d, i, hh, bb)));
+                }
+            }
+            std::vector<double> ts;
+            for (int rep = 0; rep < 5; rep++) {
+                int iters = 5;
+                halide_device_sync(nullptr, out);
+                auto t0 = std::chrono::steady_clock::now();
+                for (int it = 0; it < iters; it++)
+                    var.fn(nullptr, q, k, v, scale, s.causal, lens, false, bm, false, add, out);
+                halide_device_sync(nullptr, out);
+                ts.push_back(
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count() /
+                    iters);
+            }
+            std::sort(ts.begin(), ts.end());
+            printf("%-12s %-8s %9.3f ms %7.2f TFLOP/s err %.1e\n", s.name, var.name, ts[2],
+                   flops / ts[2] * 1e-9, worst);
+            fflush(stdout);
+        }
+    }
+}
