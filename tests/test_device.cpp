@@ -46,7 +46,7 @@ TEST_F(DeviceTest, QueryBlockPlusOne) {
     Tester().d_model(16).num_heads(2).batch(1).q_len(17).kv_len(9).TestWithAndWithoutWeights();
 }
 TEST_F(DeviceTest, KeyTileEdges) {
-    for (int kv : {31, 32, 33})
+    for (int kv : {15, 16, 17, 31, 32, 33})
         Tester().d_model(8).num_heads(1).q_len(5).kv_len(kv).TestWithAndWithoutWeights();
 }
 TEST_F(DeviceTest, ProjectionBlockEdges) {

@@ -35,7 +35,8 @@ TEST_P(DevicePrecision, TileEdges) {
     Model(1, 1).batch(1).q_len(1).kv_len(1).TestWithAndWithoutWeights();
     Model(21, 3).kdim(11).vdim(13).batch(3).q_len(7).kv_len(11).TestWithAndWithoutWeights();
     Model(16, 2).batch(1).q_len(17).kv_len(9).TestWithAndWithoutWeights();
-    for (int kv : {31, 32, 33}) Model(8, 1).q_len(5).kv_len(kv).TestWithAndWithoutWeights();
+    for (int kv : {15, 16, 17, 31, 32, 33})
+        Model(8, 1).q_len(5).kv_len(kv).TestWithAndWithoutWeights();
     for (int d : {63, 64, 65}) Model(d, 1).q_len(33).kv_len(3).TestWithAndWithoutWeights();
     Model(32, 4).use_bias(false).batch(2).q_len(40).kv_len(70).with_weights(false).Test();
 }

@@ -2,6 +2,7 @@
 # Builds the stand-alone GPU schedule experiments (not part of the library build) into OUT_DIR:
 # projection_runner, few_rows_runner and sdpa_knobs_runner, which need only a CUDA driver. Carry
 # them to a lent GPU machine (scripts/gpu_session.sh's notes) and run them there.
+# ATTNGEN_SDPA_KNOBS lists the sdpa variants as query_block_key_block (four of them).
 #
 #   bench/gpu_experiments/build.sh OUT_DIR [BUILD_DIR]
 set -eu
@@ -22,11 +23,12 @@ for kind in projection few_rows; do
 done
 
 mkdir -p "$out/sdpa"
-for knobs in 16_32 16_64 8_32 16_16; do
+labels=() n=0
+for knobs in ${ATTNGEN_SDPA_KNOBS:-16_32 16_64 8_32 16_16}; do
     q=${knobs%_*} k=${knobs#*_}
-    "$build/generators/attngen_generators" -n "sdpa_q${q}_k${k}" -d 0 -g attngen_sdpa \
-        -f "sdpa_q${q}_k${k}" -e object -o "$out/sdpa" "target=$cuda" \
-        "gpu_query_block=$q" "gpu_key_block=$k"
+    "$build/generators/attngen_generators" -n "sdpa_v$n" -d 0 -g attngen_sdpa -f "sdpa_v$n" \
+        -e object -o "$out/sdpa" "target=$cuda" "gpu_query_block=$q" "gpu_key_block=$k"
+    labels+=("\"q${q}_k${k}\"") n=$((n + 1))
 done
-g++ -O2 "${flags[@]}" "$here/sdpa_knobs_runner.cpp" "$out/sdpa"/*.o "$out/projection/runtime.a" \
-    -ldl -lpthread -o "$out/sdpa_knobs_runner"
+g++ -O2 "${flags[@]}" "-DSDPA_LABELS=$(IFS=,; echo "${labels[*]}")" "$here/sdpa_knobs_runner.cpp" \
+    "$out/sdpa"/sdpa_v*.o "$out/projection/runtime.a" -ldl -lpthread -o "$out/sdpa_knobs_runner"

@@ -8,22 +8,25 @@
 #include <vector>
 #include "HalideBuffer.h"
 #include "HalideRuntimeCuda.h"
-#define V(q, k)                                                                                \
-    extern "C" int sdpa_q##q##_k##k(                                                           \
-        const void *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *, float, int32_t, \
-        halide_buffer_t *, bool, halide_buffer_t *, bool, halide_buffer_t *, halide_buffer_t *);
-V(16, 32)
-V(16, 64) V(8, 32)
-    V(16, 16) using Fn = int(*)(const void *, halide_buffer_t *, halide_buffer_t *,
-                                halide_buffer_t *, float, int32_t, halide_buffer_t *, bool,
-                                halide_buffer_t *, bool, halide_buffer_t *, halide_buffer_t *);
-struct Var_ {
+// build.sh generates four variants, sdpa_v0 to sdpa_v3, and names their knobs in SDPA_LABELS.
+#ifndef SDPA_LABELS
+#define SDPA_LABELS "v0", "v1", "v2", "v3"
+#endif
+#define V(n)                                                                             \
+    extern "C" int sdpa_v##n(const void *, halide_buffer_t *, halide_buffer_t *,         \
+                             halide_buffer_t *, float, int32_t, halide_buffer_t *, bool, \
+                             halide_buffer_t *, bool, halide_buffer_t *, halide_buffer_t *);
+V(0)
+V(1)
+V(2)
+V(3)
+using Fn = decltype(&sdpa_v0);
+const char *const labels[] = {SDPA_LABELS};
+struct Variant {
     const char *name;
     Fn fn;
-} variants[] = {{"q16_k32", sdpa_q16_k32},
-                {"q16_k64", sdpa_q16_k64},
-                {"q8_k32", sdpa_q8_k32},
-                {"q16_k16", sdpa_q16_k16}};
+} variants[] = {
+    {labels[0], sdpa_v0}, {labels[1], sdpa_v1}, {labels[2], sdpa_v2}, {labels[3], sdpa_v3}};
 using Halide::Runtime::Buffer;
 int main() {
     struct Shape {
