@@ -22,7 +22,8 @@ struct GpuScheduleKnobs {
 GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs knobs);
 
 // Whether a projection's result is the pipeline's output, whose bounds the caller's buffer
-// gives (its features must then start at 0: see OutputBounds), or a stage inside it.
+// gives (the generator constrains it to start at feature 0, which the runtime always passes), or
+// a stage inside it.
 enum class ProjectionResult { Inside, Output };
 
 // The few-rows path GPU projections are defined with (define_projection's FewRowsPath).

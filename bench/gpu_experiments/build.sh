@@ -13,13 +13,16 @@ halide=$(python3 -c 'import halide, os; print(os.path.dirname(halide.__file__))'
 flags=(-std=c++17 -I"$halide/include")
 cuda=x86-64-linux-cuda-cuda_capability_70-user_context-no_runtime
 
+# product_runner, once per variant library: projection_runner and few_rows_runner.
 for kind in projection few_rows; do
     mkdir -p "$out/$kind"
     g++ -O1 "${flags[@]}" "$here/${kind}_variants.cpp" -L"$halide/lib64" -lHalide \
         -Wl,-rpath,"$halide/lib64" -o "$out/$kind/variants"
     "$out/$kind/variants" "$out/$kind"
-    g++ -O2 "${flags[@]}" -I"$out/$kind" "$here/${kind}_runner.cpp" "$out/$kind"/g_*.a \
-        "$out/$kind/runtime.a" -ldl -lpthread -o "$out/${kind}_runner"
+    defines=()
+    [ "$kind" = few_rows ] && defines=(-DATTNGEN_FEW_ROWS)
+    g++ -O2 "${flags[@]}" "${defines[@]}" -I"$out/$kind" "$here/product_runner.cpp" \
+        "$out/$kind"/g_*.a "$out/$kind/runtime.a" -ldl -lpthread -o "$out/${kind}_runner"
 done
 
 mkdir -p "$out/sdpa"

@@ -1,8 +1,9 @@
 // Few-row (matrix-vector) GPU schedule variants of the projection: the reduction split across a
 // block's threads by rfactor. schedule_few_rows_gpu follows gemv_k32_r1.
-#include <cstdio>
 #include <string>
-#include "Halide.h"
+
+#define ATTNGEN_EXPERIMENT_GENERATOR
+#include "experiment_util.h"
 using namespace Halide;
 
 struct Variant {
@@ -11,16 +12,13 @@ struct Variant {
     int rows_tile;
 };
 
-int main_(int argc, char **argv) {
-    const std::string dir = argv[1];
-    Target t("x86-64-linux-cuda-cuda_capability_70-user_context-no_runtime");
+int build_variants(const std::string &dir) {
     Variant vs[] = {{"gemv_k8_r1", 8, 1},
                     {"gemv_k16_r1", 16, 1},
                     {"gemv_k16_r2", 16, 2},
                     {"gemv_k32_r1", 32, 1},
                     {"gemv_k16_r4", 16, 4}};
-    FILE *h = fopen((dir + "/variants.h").c_str(), "w");
-    fprintf(h, "#include \"HalideBuffer.h\"\n");
+    VariantLibrary library(dir);
     for (const Variant &v : vs) {
         ImageParam x(Float(32), 2, "x"), w(Float(32), 2, "w"), bias(Float(32), 1, "bias");
         Var o("o"), n("n"), f("f"), u("u");
@@ -61,31 +59,11 @@ int main_(int argc, char **argv) {
             .unroll(tx)
             .unroll(n);
         w.in().compute_at(intm, ro).vectorize(_0).unroll(_1);
-        x.dim(0).set_min(0);
-        x.dim(1).set_min(0);
-        x.set_host_alignment(16);
-        w.set_host_alignment(16);
-        w.dim(0).set_min(0).dim(1).set_min(0).dim(1).set_stride((w.dim(1).stride() / 64) * 64);
-        out.output_buffer().dim(0).set_min(0).dim(1).set_min(0);
-        Pipeline p(out);
-        std::string fn = std::string("g_") + v.name;
-        p.compile_to_static_library(dir + "/" + fn, {x, w, bias}, fn, t);
-        fprintf(h, "#include \"%s.h\"\n", fn.c_str());
+        library.add(v.name, x, w, bias, out, false);
     }
-    fprintf(h,
-            "struct V { const char *name; int (*fn)(const void*, halide_buffer_t*, "
-            "halide_buffer_t*, halide_buffer_t*, halide_buffer_t*); };\nstatic V variants[] = {\n");
-    for (const Variant &v : vs) fprintf(h, "{\"%s\", g_%s},\n", v.name, v.name);
-    fprintf(h, "};\n");
-    fclose(h);
-    compile_standalone_runtime(dir + "/runtime.a", Target("x86-64-linux-cuda-user_context"));
     return 0;
 }
 int main(int argc, char **argv) {
-    try {
-        return main_(argc, argv);
-    } catch (Halide::Error &e) {
-        fprintf(stderr, "%s\n", e.what());
-        return 1;
-    }
+    if (argc != 2) return 2;
+    return run_reporting_errors([&] { return build_variants(argv[1]); });
 }

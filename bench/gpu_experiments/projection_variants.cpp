@@ -1,9 +1,10 @@
 // GPU schedule variants of result(o, n) = bias(o) + sum_f x(f, n) w(o, f), AOT-compiled for
-// CUDA into OUT_DIR with a header listing them (variants.h) for projection_runner.cpp. What
+// CUDA into OUT_DIR with a header listing them (variants.h) for product_runner.cpp. What
 // schedule_projection_gpu adopted came from these (bench/RESULTS.md, "CUDA on an H100, second").
-#include <cstdio>
 #include <string>
-#include "Halide.h"
+
+#define ATTNGEN_EXPERIMENT_GENERATOR
+#include "experiment_util.h"
 using namespace Halide;
 
 struct Variant {
@@ -11,18 +12,7 @@ struct Variant {
     int to, tn, bo, bn, ru, xvec, wvec, splitk;
 };
 
-int main_(int argc, char **argv);
-int main(int argc, char **argv) {
-    try {
-        return main_(argc, argv);
-    } catch (Halide::Error &e) {
-        fprintf(stderr, "%s\n", e.what());
-        return 1;
-    }
-}
-int main_(int argc, char **argv) {
-    const std::string dir = argv[1];
-    Target t("x86-64-linux-cuda-cuda_capability_70-user_context-no_runtime");
+int build_variants(const std::string &dir) {
     Variant vs[] = {
         {"v4x8_16x16", 4, 8, 16, 16, 4, 1, 1, 1},   {"v4x8_8x16", 4, 8, 8, 16, 4, 1, 1, 1},
         {"v4x8_32x4", 4, 8, 32, 4, 4, 1, 1, 1},     {"v4x8_16x8_r8", 4, 8, 16, 8, 8, 1, 1, 1},
@@ -34,8 +24,7 @@ int main_(int argc, char **argv) {
         {"v4x4_16x8", 4, 4, 16, 8, 4, 1, 1, 1},     {"v4x4_16x4", 4, 4, 16, 4, 4, 1, 1, 1},
         {"v4x8_16x8_nox", 4, 8, 16, 8, 4, 0, 1, 1},
     };
-    FILE *h = fopen((dir + "/variants.h").c_str(), "w");
-    fprintf(h, "#include \"HalideBuffer.h\"\n");
+    VariantLibrary library(dir);
     for (const Variant &v : vs) {
         ImageParam x(Float(32), 2, "x"), w(Float(32), 2, "w"), bias(Float(32), 1, "bias");
         Var o("o"), n("n"), f("f"), k("k");
@@ -98,24 +87,11 @@ int main_(int argc, char **argv) {
         if (v.wvec) w.in().compute_at(acc, ri).vectorize(_0).unroll(_1);
         if (v.xvec && v.splitk == 1)
             xc.compute_at(acc, ro).bound_extent(f, v.ru).vectorize(f).unroll(n);
-        x.dim(0).set_min(0);
-        x.dim(1).set_min(0).dim(1).set_stride((x.dim(1).stride() / 4) * 4);
-        x.set_host_alignment(16);
-        w.set_host_alignment(16);
-        w.dim(0).set_min(0).dim(1).set_min(0).dim(1).set_stride((w.dim(1).stride() / 64) * 64);
-        out.output_buffer().dim(0).set_min(0).dim(1).set_min(0);
-        Pipeline p(out);
-        std::string fn = std::string("g_") + v.name;
-        p.compile_to_static_library(dir + "/" + fn, {x, w, bias}, fn, t);
-        p.compile_to_assembly(dir + "/" + fn + ".s", {x, w, bias}, fn, t);
-        fprintf(h, "#include \"%s.h\"\n", fn.c_str());
+        library.add(v.name, x, w, bias, out, true);
     }
-    fprintf(h,
-            "struct V { const char *name; int (*fn)(const void*, halide_buffer_t*, "
-            "halide_buffer_t*, halide_buffer_t*, halide_buffer_t*); };\nstatic V variants[] = {\n");
-    for (const Variant &v : vs) fprintf(h, "{\"%s\", g_%s},\n", v.name, v.name);
-    fprintf(h, "};\n");
-    fclose(h);
-    compile_standalone_runtime(dir + "/runtime.a", Target("x86-64-linux-cuda-user_context"));
     return 0;
+}
+int main(int argc, char **argv) {
+    if (argc != 2) return 2;
+    return run_reporting_errors([&] { return build_variants(argv[1]); });
 }

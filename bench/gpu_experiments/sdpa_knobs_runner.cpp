@@ -1,13 +1,12 @@
 // Times attngen_sdpa CUDA kernels generated with several gpu_query_block x gpu_key_block knob
 // values (build.sh), each checked against a float64 reference at 8 rows.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <vector>
-#include "HalideBuffer.h"
-#include "HalideRuntimeCuda.h"
+
+#include "experiment_util.h"
 // build.sh generates four variants, sdpa_v0 to sdpa_v3, and names their knobs in SDPA_LABELS.
 #ifndef SDPA_LABELS
 #define SDPA_LABELS "v0", "v1", "v2", "v3"
@@ -44,29 +43,22 @@ int main() {
             out(s.d, s.lq, s.h, s.b);
         for (auto *B : {&q, &k, &v}) {
             B->for_each_value([&](float &x) { x = N(rng); });
-            B->set_host_dirty();
-            B->copy_to_device(cuda);
+            upload(*B, cuda);
         }
         Buffer<int32_t> lens(s.b);
         lens.fill(s.lkv);
-        lens.set_host_dirty();
-        lens.copy_to_device(cuda);
+        upload(lens, cuda);
         Buffer<uint8_t> bm(s.lkv, 1, 1);
         bm.fill(0);
-        bm.set_host_dirty();
-        bm.copy_to_device(cuda);
+        upload(bm, cuda);
         Buffer<float> add(s.lkv, 1, 1, 1);
         add.fill(0);
-        add.set_host_dirty();
-        add.copy_to_device(cuda);
+        upload(add, cuda);
         out.device_malloc(cuda);
         const float scale = 1.0f / std::sqrt(float(s.d));
         double flops = 4.0 * s.b * s.h * s.lq * s.lkv * s.d * (s.causal ? 0.5 : 1.0);
         for (auto &var : variants) {
-            out.set_device_dirty(false);
-            out.fill(NAN);
-            out.set_host_dirty();
-            out.copy_to_device(cuda);
+            poison(out, cuda);
             int e = var.fn(nullptr, q, k, v, scale, s.causal, lens, false, bm, false, add, out);
             if (e) {
                 printf("%s %s error %d\n", s.name, var.name, e);
@@ -97,22 +89,13 @@ int main() {
                     worst = std::max(worst, std::fabs(o - out(d, i, hh, bb)));
                 }
             }
-            std::vector<double> ts;
-            for (int rep = 0; rep < 5; rep++) {
-                int iters = 5;
-                halide_device_sync(nullptr, out);
-                auto t0 = std::chrono::steady_clock::now();
-                for (int it = 0; it < iters; it++)
+            const double ms = median_call_ms(
+                [&] {
                     var.fn(nullptr, q, k, v, scale, s.causal, lens, false, bm, false, add, out);
-                halide_device_sync(nullptr, out);
-                ts.push_back(
-                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                        .count() /
-                    iters);
-            }
-            std::sort(ts.begin(), ts.end());
-            printf("%-12s %-8s %9.3f ms %7.2f TFLOP/s err %.1e\n", s.name, var.name, ts[2],
-                   flops / ts[2] * 1e-9, worst);
+                },
+                out, 5, 5);
+            printf("%-12s %-8s %9.3f ms %7.2f TFLOP/s err %.1e\n", s.name, var.name, ms,
+                   flops / ms * 1e-9, worst);
             fflush(stdout);
         }
     }
