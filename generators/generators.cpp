@@ -103,10 +103,11 @@ class AttngenGenerator : public Generator<T> {
     // The attention output (c, i, h, b). Without a weights output, attngen's CPU and GPU
     // schedules use the flash algorithm (no q_len x kv_len buffer, masked key blocks skipped);
     // the weights and the autoschedulers use the one that materializes the probabilities.
-    // Query head h reads key/value head h / group.
+    // Query head h reads key/value head h / group. The CPU flash kernel multiplies q . k and
+    // probs x values in `products` (PackedScore); the others in float32.
     Func attention(const Func &q, const Func &k, const Func &v, const Expr &dk, const Expr &dv,
                    const Expr &q_len, const Expr &kv_len, const Expr &group, const Expr &scale,
-                   const MaskInputs &mask, Func *weights) {
+                   const MaskInputs &mask, Func *weights, const Type &products = Float(32)) {
         const Target t = this->get_target();
         if (weights == nullptr && t.has_gpu_feature() && !this->using_autoscheduler()) {
             const GpuScheduleKnobs knobs = resolve_gpu_knobs(gpu_knobs());
@@ -119,8 +120,9 @@ class AttngenGenerator : public Generator<T> {
         if (weights == nullptr && !this->using_autoscheduler()) {
             const CpuScheduleKnobs knobs = resolve_cpu_knobs(cpu_knobs(), t);
             const Expr query_block = flash_query_block(knobs, t, kv_len, dk, dv, mask.causal);
-            FlashAttentionStage a = define_flash_attention(
-                q, k, v, dk, dv, q_len, kv_len, group, scale, mask, query_block, knobs.key_block);
+            FlashAttentionStage a =
+                define_flash_attention(q, k, v, dk, dv, q_len, kv_len, group, scale, mask,
+                                       query_block, knobs.key_block, false, products);
             schedule_flash_attention_cpu(a, t, knobs);
             return a.out;
         }
@@ -322,9 +324,12 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         Func qr = rotary("q_rotated", qh, rotation, q_position);
         Func kr = rotary("k_rotated", kh, rotation, k_position);
         Func probs;
+        // Bfloat16 handles multiply in bfloat16 through attention too (attngen_precision);
+        // float16 ones in float32: x86 has no float16 dot product.
+        const Type products = precision == Precision::BF16 ? BFloat(16) : Float(32);
         Func attention_out =
             attention(qr, kr, vh, hd, v_head_dim, q_len, kv_len, heads / num_kv_heads, scale, mask,
-                      weights ? &probs : nullptr);
+                      weights ? &probs : nullptr, products);
 
         // The output projection reads the per-head attention output as (d, h, row): the head
         // merge is the reduction's index order, not a copy.

@@ -1,6 +1,7 @@
 #include "schedule_cpu.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "layout.h"
 
@@ -23,6 +24,12 @@ bool wide_register_file(const Target &target) {
            target.features_any_of({Target::AVX512, Target::AVX512_KNL, Target::AVX512_Skylake,
                                    Target::AVX512_Cannonlake, Target::AVX512_Zen4,
                                    Target::AVX512_Zen5, Target::AVX512_SapphireRapids});
+}
+
+// AVX512-BF16's vdpbf16ps: the CPUs whose Halide feature includes it.
+bool has_bfloat16_dot_product(const Target &t) {
+    return t.has_feature(Target::AVX512_Zen4) || t.has_feature(Target::AVX512_Zen5) ||
+           t.has_feature(Target::AVX512_SapphireRapids);
 }
 
 // Whether a register tile of `vectors` vectors by `rows` rows fits the target's registers: it
@@ -84,23 +91,49 @@ void schedule_transpose(Func f, Func source, const Var &x, const Var &y, int vec
 }
 
 // Keys transposed to (j, d, h, b) and values copied to (c, j, h, b), at root, one task per head
-// and batch.
+// and batch. Bfloat16 pairs (PackedScore::paired) are made from two rows each, contiguous
+// along the keys (or the value features), interleaved: vectors of pairs, (e, j) or (e, c).
 void schedule_key_value_packing(const PackedScore &p, int vec) {
-    Func k_packed = p.k_packed, v_packed = p.v_packed;
-    const std::vector<Var> k = k_packed.args(), v = v_packed.args();
+    Func k_transposed = p.k_transposed, k_packed = p.k_packed, v_packed = p.v_packed;
+    const std::vector<Var> k = k_transposed.args(), v = v_packed.args();
     Var hb("hb");
-    k_packed.compute_root().fuse(k[2], k[3], hb).parallel(hb);
-    schedule_transpose(k_packed, p.k_source, k[0], k[1], vec);
-    v_packed.compute_root().fuse(v[2], v[3], hb).parallel(hb).vectorize(v[0], vec);
+    k_transposed.compute_root().fuse(k[2], k[3], hb).parallel(hb);
+    schedule_transpose(k_transposed, p.k_source, k[0], k[1], vec);
+    if (!p.paired) {
+        v_packed.compute_root().fuse(v[2], v[3], hb).parallel(hb).vectorize(v[0], vec);
+        return;
+    }
+    for (Func pairs : {k_packed, v_packed}) {
+        const std::vector<Var> a = pairs.args();  // (e, j or c, p, h, b)
+        pairs.compute_root()
+            .fuse(a[3], a[4], hb)
+            .parallel(hb)
+            .bound(a[0], 0, 2)
+            .vectorize(a[0])
+            .vectorize(a[1], vec, TailStrategy::GuardWithIf);
+    }
 }
 
 // The queries of one attention task, computed once per task: with rotary positions they are
-// rotated here, not again at every key tile.
+// rotated here, not again at every key tile. Paired, they are rounded to bfloat16 here.
 void schedule_query_tile(const PackedScore &p, const LoopLevel &task, int vec) {
-    Func source = p.q_source;
-    Func q = source.in(p.score);
+    Func q = p.paired ? p.q_operand : Func(p.q_source).in(p.score);
     q.compute_at(task).vectorize(q.args()[0], vec, TailStrategy::GuardWithIf);
 }
+
+// The reduction of a register tile: one RVar, or a 2-D RDom whose x is a pair of features
+// (bfloat16 products, PackedScore::paired). A pair becomes one vdpbf16ps lane where the target
+// has it; elsewhere its two products are unrolled FMAs.
+struct TileReduction {
+    TileReduction(const RDom &r) : step(r.x) {}  // NOLINT: a 1-D RDom is the common case
+    TileReduction(const RDom &r, bool paired, const Target &target)
+        : step(paired ? r.y : r.x),
+          pair(paired ? std::optional<RVar>(r.x) : std::nullopt),
+          dot_product(paired && has_bfloat16_dot_product(target)) {}
+    RVar step;
+    std::optional<RVar> pair;
+    bool dot_product = false;
+};
 
 // A register-blocked reduction computed inside a larger loop nest (a query block of attention,
 // or a key block of it): `vectors` vectors along `columns` by `rows_per_tile` rows of
@@ -111,7 +144,8 @@ void schedule_query_tile(const PackedScore &p, const LoopLevel &task, int vec) {
 // accumulators of the probs x values tile stayed in memory: a load, an FMA and a store per step,
 // which perf showed as half the kernel's time.)
 void schedule_register_tile_at(Func acc, const LoopLevel &at, const Var &columns, const Var &rows,
-                               const RVar &reduction, int vectors, int rows_per_tile, int vec) {
+                               const TileReduction &reduction, int vectors, int rows_per_tile,
+                               int vec) {
     const int tile_columns = vectors * vec;
     Func tile = acc.in();
     Var co("co"), ci("ci"), ro("ro"), ri("ri");
@@ -125,12 +159,22 @@ void schedule_register_tile_at(Func acc, const LoopLevel &at, const Var &columns
         .bound_extent(rows, rows_per_tile)
         .vectorize(columns, vec)
         .unroll(rows);
-    acc.update()
-        .split(columns, cv, cl, vec)
-        .reorder(cl, cv, rows, reduction)
-        .vectorize(cl)
-        .unroll(cv)
-        .unroll(rows);
+    Stage update = acc.update().split(columns, cv, cl, vec);
+    if (reduction.dot_product) {
+        // Each accumulator lane adds the products of a pair: the pair and the columns make one
+        // vector of 2 x vec products reduced into vec lanes, which Halide emits as vdpbf16ps.
+        update.reorder(*reduction.pair, cl, cv, rows, reduction.step)
+            .atomic()
+            .vectorize(*reduction.pair)
+            .vectorize(cl);
+    } else if (reduction.pair) {
+        update.reorder(cl, cv, rows, *reduction.pair, reduction.step)
+            .vectorize(cl)
+            .unroll(*reduction.pair);
+    } else {
+        update.reorder(cl, cv, rows, reduction.step).vectorize(cl);
+    }
+    update.unroll(cv).unroll(rows);
 }
 
 // Per head, keys and values beyond this many bytes are "long": query blocks of long_query_block
@@ -138,12 +182,6 @@ void schedule_register_tile_at(Func acc, const LoopLevel &at, const Var &columns
 // (query_block 16 suits bert-512, whose 256 KiB of keys and values per head stay in L2; at
 // long-single, 8 MiB per head, it took 1979 ms against about 480 ms with 128.)
 constexpr int64_t kLongKeyValueBytes = 512 * 1024;
-
-// AVX512-BF16's vdpbf16ps: the CPUs whose Halide feature includes it.
-bool has_bfloat16_dot_product(const Target &t) {
-    return t.has_feature(Target::AVX512_Zen4) || t.has_feature(Target::AVX512_Zen5) ||
-           t.has_feature(Target::AVX512_SapphireRapids);
-}
 
 // At most this many rows, a decoding projection splits its reduction (schedule_split_reduction).
 constexpr int kSplitReductionMaxRows = 8;
@@ -584,7 +622,8 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
 
     // Score register tile: score_vectors vectors of keys by score_rows queries, with the dot
     // product over d outside it.
-    schedule_register_tile_at(a.packed.score, key_block_step, j, i, a.packed.r_dot,
+    schedule_register_tile_at(a.packed.score, key_block_step, j, i,
+                              TileReduction(a.packed.r_dot, a.packed.paired, target),
                               knobs.score_vectors, knobs.score_rows, vec);
     // Without a boolean or additive mask, a specialization drops their loads (they were
     // emulated gathers, because the key index is clamped for the last block). With a mask, the
@@ -607,8 +646,16 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
 
     // probs x values register tile: out_vectors vectors of features by out_rows queries, with
     // the sum over the block's keys outside it.
-    schedule_register_tile_at(a.block_out, key_block_step, c, ii, a.r_block_keys, knobs.out_vectors,
-                              knobs.out_rows, vec);
+    schedule_register_tile_at(a.block_out, key_block_step, c, ii,
+                              TileReduction(a.r_block_keys, a.packed.paired, target),
+                              knobs.out_vectors, knobs.out_rows, vec);
+    std::vector<Func> per_key_block = {a.packed.score.in(), a.block_logits, a.max_lanes,
+                                       a.block_max,         a.block_probs,  a.block_out.in(),
+                                       a.sum_lanes,         a.block_sum};
+    if (a.packed.paired) {
+        a.probs_operand.compute_at(key_block_step).vectorize(jj, vec);
+        per_key_block.push_back(a.probs_operand);
+    }
     // One key block of one query block per step: a constant-size tile that LLVM can keep in
     // registers.
     a.block_out.bound_extent(a.kb, 1).bound_extent(a.qb, 1);
@@ -617,10 +664,7 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // sizes are run-time values, so each was a malloc and a free per step (perf: 8% of an sdpa
     // call at bert-512 in glibc's allocator).
     const LoopLevel task_level(a.out, task);
-    for (Func f : {a.packed.score.in(), a.block_logits, a.max_lanes, a.block_max, a.block_probs,
-                   a.block_out.in(), a.sum_lanes, a.block_sum}) {
-        f.hoist_storage(task_level);
-    }
+    for (Func f : per_key_block) f.hoist_storage(task_level);
 }
 
 }  // namespace attngen

@@ -320,26 +320,52 @@ Expr exp_nonpositive(const Expr &x) {
 
 PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, const Expr &dk,
                                 const Expr &dv, const Expr &q_len, const Expr &kv_len,
-                                const Expr &group) {
+                                const Expr &group, const Type &products) {
+    if (products != Float(32) && products != BFloat(16)) {
+        throw CompileError("attention products in " + type_name(products) +
+                           ": only float32 and bfloat16 are defined");
+    }
     PackedScore p;
     p.q_source = q;
     p.group = group;
-    Var j("j"), i("i"), c("c"), d("d"), h("h"), b("b");
+    p.paired = products == BFloat(16);
+    Var j("j"), i("i"), c("c"), d("d"), h("h"), b("b"), e("e"), pair("p");
     // Packing clamps the indices a schedule rounds up (whole vectors of features, register
     // tiles or key blocks past the last key), so no read leaves the inputs.
     const Expr key_row = clamp(j, 0, kv_len - 1);
     p.k_source = k;
-    p.k_packed = Func("k_packed");
-    p.k_packed(j, d, h, b) = k(d, key_row, h, b);
+    p.k_transposed = Func("k_transposed");
+    p.k_transposed(j, d, h, b) = k(d, key_row, h, b);
+    const Expr row = clamp(i, 0, q_len - 1);
+    const Expr kv_head = h / group;
+    p.score = Func("score");
+    if (p.paired) {
+        // Pairs from the transposed keys: two rows of features, each contiguous along the keys,
+        // interleaved. The last pair of an odd dk repeats the last feature, which meets the
+        // query's 0.
+        p.k_packed = Func("k_pairs");
+        p.k_packed(e, j, pair, h, b) =
+            cast(products, p.k_transposed(j, min(2 * pair + e, dk - 1), h, b));
+        p.v_packed = Func("v_pairs");
+        p.v_packed(e, c, pair, h, b) =
+            cast(products, v(clamp(c, 0, dv - 1), clamp(2 * pair + e, 0, kv_len - 1), h, b));
+        p.q_operand = Func("q_operand");
+        p.q_operand(d, i, h, b) =
+            select(d < dk, cast(products, q(min(d, dk - 1), i, h, b)), cast(products, 0.0f));
+        p.r_dot = RDom(0, 2, 0, (dk + 1) / 2, "r_dot");
+        const Expr feature = 2 * p.r_dot.y + p.r_dot.x;
+        p.score(j, i, h, b) = 0.0f;
+        p.score(j, i, h, b) += cast<float>(p.q_operand(feature, row, h, b)) *
+                               cast<float>(p.k_packed(p.r_dot.x, j, p.r_dot.y, kv_head, b));
+        return p;
+    }
+    p.k_packed = p.k_transposed;
     p.v_packed = Func("v_packed");
     p.v_packed(c, j, h, b) = v(clamp(c, 0, dv - 1), key_row, h, b);
 
     // Dot products start from their first term, as every reduction into a register tile does
     // (see define_projection): dk, kv_len and key blocks are at least 1.
-    const Expr row = clamp(i, 0, q_len - 1);
     p.r_dot = RDom(1, dk - 1, "r_dot");
-    p.score = Func("score");
-    const Expr kv_head = h / group;
     p.score(j, i, h, b) = q(0, row, h, b) * p.k_packed(j, 0, kv_head, b);
     p.score(j, i, h, b) += q(p.r_dot, row, h, b) * p.k_packed(j, p.r_dot, kv_head, b);
     return p;

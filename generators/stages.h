@@ -137,19 +137,31 @@ Halide::Expr causal_key_offset(const MaskInputs &mask, const Halide::Expr &q_len
 // feature, and the scores q . k over them: the first stage of both attention algorithms. Keys
 // and values have heads / group heads (grouped-query attention): query head h reads key/value
 // head h / group, and each key/value head is packed once, not once per query head.
+//
+// With bfloat16 products (`products`), q, k and v are rounded to bfloat16 and the products
+// accumulate in float32, as a handle of that precision asks (attngen_precision). The operands
+// then come in pairs along the reduction, the pair innermost, as the projections' bfloat16
+// weights do (ProjectionStage::paired), so that a schedule can reduce each pair in one
+// vdpbf16ps lane: k_packed is (e, j, p, hk, b), feature 2 p + e of key j; v_packed is
+// (e, c, p, hk, b), feature c of key 2 p + e; q_operand (d, i, h, b) holds the queries in
+// bfloat16, 0 past dk; and r_dot runs over (e, p).
 struct PackedScore {
-    Halide::Func q_source;  // the queries as given, (d, i, h, b)
-    Halide::Func k_source;  // the keys as given, (d, j, hk, b)
-    Halide::Func k_packed;  // (j, d, hk, b), readable past kv_len
-    Halide::Func v_packed;  // (c, j, hk, b), readable past dv and kv_len
-    Halide::Func score;     // (j, i, h, b): q . k, reduction over r_dot
-    Halide::RDom r_dot;     // over dk after the first term
-    Halide::Expr group;     // query heads per key/value head
+    Halide::Func q_source;       // the queries as given, (d, i, h, b)
+    Halide::Func k_source;       // the keys as given, (d, j, hk, b)
+    Halide::Func k_transposed;   // (j, d, hk, b), readable past kv_len
+    Halide::Func k_packed;       // k_transposed, or its bfloat16 pairs
+    Halide::Func v_packed;       // (c, j, hk, b), readable past dv and kv_len; or pairs
+    Halide::Func q_operand;      // paired only
+    Halide::Func score;          // (j, i, h, b): q . k, reduction over r_dot
+    Halide::RDom r_dot;          // over dk after the first term; paired: (e, p) from 0
+    Halide::Expr group;          // query heads per key/value head
+    bool paired = false;
 };
 PackedScore define_packed_score(const Halide::Func &q, const Halide::Func &k, const Halide::Func &v,
                                 const Halide::Expr &dk, const Halide::Expr &dv,
                                 const Halide::Expr &q_len, const Halide::Expr &kv_len,
-                                const Halide::Expr &group);
+                                const Halide::Expr &group,
+                                const Halide::Type &products = Halide::Float(32));
 
 // The logits score * scale + additive mask, and which of them are masked (causal, key lengths,
 // boolean mask, or an additive -inf), as Funcs of (j, i, h, b). Keys past kv_len are masked.
@@ -212,11 +224,15 @@ struct FlashAttentionStage {
     Halide::Func sum_lanes;    // (u, kb, ii, qb, h, b)
     Halide::Func block_sum;    // (kb, ii, qb, h, b)
     Halide::Func block_out;    // (c, kb, ii, qb, h, b): block_probs x values
+    // Paired (bfloat16 products, PackedScore): block_probs in bfloat16, the operand of
+    // block_out, whose reduction r_block_keys then runs over (e, p), key 2 p + e of the block.
+    // The sums of the softmax keep the unrounded probabilities, as FlashAttention's do.
+    Halide::Func probs_operand;
     Halide::Func state;        // (c, ii, qb, h, b) -> {acc, running max, running sum}
     Halide::Func out;          // (c, i, h, b)
     Halide::Var j{"j"}, i{"i"}, c{"c"}, d{"d"}, h{"h"}, b{"b"}, u{"u"}, kb{"kb"}, jj{"jj"};
     Halide::Var ii{"ii"}, qb{"qb"};
-    Halide::RDom r_block_keys;            // over the keys of a block after the first
+    Halide::RDom r_block_keys;            // over the keys of a block after the first, or pairs
     Halide::RDom r_lane_groups;           // over the groups of kReductionLanes keys of a block
     Halide::RDom r_lanes;                 // over the partial lanes
     Halide::RDom r_blocks;                // over the key blocks a query block sees
@@ -234,7 +250,8 @@ FlashAttentionStage define_flash_attention(const Halide::Func &q, const Halide::
                                            const Halide::Expr &kv_len, const Halide::Expr &group,
                                            const Halide::Expr &scale, const MaskInputs &mask,
                                            const Halide::Expr &query_block, int key_block,
-                                           bool fixed_blocks = false);
+                                           bool fixed_blocks = false,
+                                           const Halide::Type &products = Halide::Float(32));
 
 // Attention of a few queries over a KV cache, as decoding runs it (stages_decode.cpp): the
 // queries that share a key/value head are the rows of one problem, the cached keys are split

@@ -14,7 +14,8 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
                                            const Expr &dk, const Expr &dv, const Expr &q_len,
                                            const Expr &kv_len, const Expr &group, const Expr &scale,
                                            const MaskInputs &mask, const Expr &query_block,
-                                           int key_block, bool fixed_blocks) {
+                                           int key_block, bool fixed_blocks,
+                                           const Type &products) {
     if (key_block <= 0 || key_block % kReductionLanes != 0) {
         throw CompileError("flash attention needs key_block a positive multiple of " +
                            std::to_string(kReductionLanes) + "; got " + std::to_string(key_block));
@@ -34,7 +35,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     const Var &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
     const Var &kb = a.kb, &jj = a.jj, &ii = a.ii, &qb = a.qb;
 
-    a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len, group);
+    a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len, group, products);
     const MaskedLogits logits = define_masked_logits(a.packed.score, scale, mask, q_len, kv_len);
     const Expr lowest = logits.masked_value;
     const Expr key = kb * kblock + jj;
@@ -102,14 +103,27 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     a.block_sum(kb, ii, qb, h, b) = 0.0f;
     a.block_sum(kb, ii, qb, h, b) += a.sum_lanes(a.r_lanes, kb, ii, qb, h, b);
 
-    a.r_block_keys = RDom(1, kblock - 1, "r_block_keys");
-    a.r_block_keys.where(a.r_block_keys <= last_key_in_block);
     a.block_out = Func("block_out");
-    a.block_out(c, kb, ii, qb, h, b) =
-        a.block_probs(0, kb, ii, qb, h, b) * a.packed.v_packed(c, kb * kblock, h / group, b);
-    a.block_out(c, kb, ii, qb, h, b) +=
-        a.block_probs(a.r_block_keys, kb, ii, qb, h, b) *
-        a.packed.v_packed(c, kb * kblock + a.r_block_keys, h / group, b);
+    if (a.packed.paired) {
+        // Pairs of keys (kblock is even): the pair that holds the last visible key is the last.
+        a.probs_operand = Func("probs_operand");
+        a.probs_operand(jj, kb, ii, qb, h, b) = cast(products, a.block_probs(jj, kb, ii, qb, h, b));
+        a.r_block_keys = RDom(0, 2, 0, kblock / 2, "r_block_keys");
+        a.r_block_keys.where(2 * a.r_block_keys.y <= last_key_in_block);
+        const Expr pair = a.r_block_keys.y, e = a.r_block_keys.x;
+        a.block_out(c, kb, ii, qb, h, b) = 0.0f;
+        a.block_out(c, kb, ii, qb, h, b) +=
+            cast<float>(a.probs_operand(2 * pair + e, kb, ii, qb, h, b)) *
+            cast<float>(a.packed.v_packed(e, c, kb * (kblock / 2) + pair, h / group, b));
+    } else {
+        a.r_block_keys = RDom(1, kblock - 1, "r_block_keys");
+        a.r_block_keys.where(a.r_block_keys <= last_key_in_block);
+        a.block_out(c, kb, ii, qb, h, b) =
+            a.block_probs(0, kb, ii, qb, h, b) * a.packed.v_packed(c, kb * kblock, h / group, b);
+        a.block_out(c, kb, ii, qb, h, b) +=
+            a.block_probs(a.r_block_keys, kb, ii, qb, h, b) *
+            a.packed.v_packed(c, kb * kblock + a.r_block_keys, h / group, b);
+    }
 
     // The online combination over the visited key blocks, per query block.
     a.state = Func("flash_state");

@@ -105,7 +105,8 @@ std::vector<double> LinearErrorBounds(int rows, int in, int out, const float *x,
 AttentionBounds AttentionErrorBounds(const attngen_ref::SdpaShape &s, const double *q,
                                      const double *k, const double *v, const double *q_error,
                                      const double *k_error, const double *v_error, double scale,
-                                     const attngen_ref::SdpaResult &ref) {
+                                     const attngen_ref::SdpaResult &ref,
+                                     double probability_rounding) {
     const double abs_scale = std::fabs(scale);
     const size_t rows = size_t(s.batch) * s.heads * s.q_len;
     AttentionBounds r;
@@ -166,7 +167,8 @@ AttentionBounds AttentionErrorBounds(const attngen_ref::SdpaShape &s, const doub
                 if (std::isinf(logit[j])) continue;
                 const size_t vj = (bh * s.kv_len + j) * s.dv + c;
                 const double av = std::fabs(v[vj]);
-                carried += (wb[j] + kRelTol * p[j]) * av + p[j] * (v_error ? v_error[vj] : 0.0);
+                carried += (wb[j] + (kRelTol + probability_rounding) * p[j]) * av +
+                           p[j] * (v_error ? v_error[vj] : 0.0);
                 abs_sum += p[j] * av;
             }
             r.out[row * s.dv + c] = carried + SumErrorBound(s.kv_len, abs_sum);
@@ -198,15 +200,18 @@ MhaBounds MhaErrorBounds(const attngen_mha_config &config, const attngen_ref::Mh
                                  batch, kv_len, d.num_kv_heads, vhd);
     AddRopeErrors(q_error, ref.q_heads, batch * d.num_heads * q_len, d.head_dim, d);
     AddRopeErrors(k_error, ref.k_heads, batch * d.num_kv_heads * kv_len, d.head_dim, d);
-    if (cached_keys_values) {
+    const bool bfloat16_products = config.precision == ATTNGEN_PRECISION_BF16;
+    if (cached_keys_values || bfloat16_products) {
         AddStorageErrors(k_error, ref.k_heads, rounding);
         AddStorageErrors(v_error, ref.v_heads, rounding);
     }
+    if (bfloat16_products) AddStorageErrors(q_error, ref.q_heads, rounding);
 
     const attngen_ref::SdpaShape s = attngen_ref::attention_shape(d, batch, q_len, kv_len);
     const AttentionBounds a = AttentionErrorBounds(
         s, ref.q_heads.data(), ref.k_heads.data(), ref.v_heads.data(), q_error.data(),
-        k_error.data(), v_error.data(), 1.0 / std::sqrt(double(d.head_dim)), ref.sdpa);
+        k_error.data(), v_error.data(), 1.0 / std::sqrt(double(d.head_dim)), ref.sdpa,
+        bfloat16_products ? rounding.unit_roundoff : 0.0);
 
     // Allowed error of each merged attention value [B, Lq, H*vhd], relative part included.
     std::vector<double> attn_allowed(size_t(batch) * q_len * inner);

@@ -37,10 +37,13 @@ struct AttentionBounds {
 // Attention on heads q, k, v (head layout, as the reference takes them), each optionally with
 // per-element absolute errors it already carries (nullptr: exact, like a caller's float input).
 // scale is the one actually applied (not 0). ref is the reference result for these inputs.
+// probability_rounding: the unit roundoff of the probabilities as probs x values takes them
+// (bfloat16 products round them; 0 for float32).
 AttentionBounds AttentionErrorBounds(const attngen_ref::SdpaShape &shape, const double *q,
                                      const double *k, const double *v, const double *q_error,
                                      const double *k_error, const double *v_error, double scale,
-                                     const attngen_ref::SdpaResult &ref);
+                                     const attngen_ref::SdpaResult &ref,
+                                     double probability_rounding = 0.0);
 
 struct MhaBounds {
     std::vector<double> weights;  // [batch, heads, q_len, kv_len]
@@ -49,7 +52,9 @@ struct MhaBounds {
 
 // In the config's precision: each projection multiplies its input and weights rounded to it
 // (2 roundings per product), and with cached_keys_values (attngen_mha_forward_cached) the
-// projected, rotated keys and values are stored rounded to it too.
+// projected, rotated keys and values are stored rounded to it too. In bfloat16 the attention
+// products round their operands as well: q, k and v (once: a cache's are bfloat16 already) and
+// the probabilities.
 MhaBounds MhaErrorBounds(const attngen_mha_config &config, const attngen_ref::MhaWeights &weights,
                          int batch, int q_len, int kv_len, const float *query, const float *key,
                          const float *value, const attngen_ref::MhaResult &ref,
