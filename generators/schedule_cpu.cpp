@@ -143,22 +143,28 @@ struct TileReduction {
 // constant size, fully unrolled, which LLVM keeps in registers. (Scheduled directly at `at`, the
 // accumulators of the probs x values tile stayed in memory: a load, an FMA and a store per step,
 // which perf showed as half the kernel's time.)
+// With `wider`, calls where wider->when holds get tiles of wider->vectors vectors instead.
+struct WiderTile {
+    Expr when;
+    int vectors;
+};
 void schedule_register_tile_at(Func acc, const LoopLevel &at, const Var &columns, const Var &rows,
                                const TileReduction &reduction, int vectors, int rows_per_tile,
-                               int vec) {
-    const int tile_columns = vectors * vec;
+                               int vec, const std::optional<WiderTile> &wider = std::nullopt) {
     Func tile = acc.in();
     Var co("co"), ci("ci"), ro("ro"), ri("ri");
-    tile.compute_at(at)
-        .tile(columns, rows, co, ro, ci, ri, tile_columns, rows_per_tile, TailStrategy::RoundUp)
-        .reorder(ci, ri, co, ro)
-        .vectorize(ci, vec);
+    const auto tile_columns = [&](Stage s, int vectors) {
+        s.tile(columns, rows, co, ro, ci, ri, vectors * vec, rows_per_tile, TailStrategy::RoundUp)
+            .reorder(ci, ri, co, ro)
+            .vectorize(ci, vec);
+    };
+    tile.compute_at(at);
+    if (wider) tile_columns(tile.specialize(wider->when), wider->vectors);
+    tile_columns(tile, vectors);
     Var cv("cv"), cl("cl");
-    acc.compute_at(tile, co)
-        .bound_extent(columns, tile_columns)
-        .bound_extent(rows, rows_per_tile)
-        .vectorize(columns, vec)
-        .unroll(rows);
+    acc.compute_at(tile, co).bound_extent(rows, rows_per_tile).vectorize(columns, vec).unroll(rows);
+    // With two widths, each specialization's tile width is a constant of its own.
+    if (!wider) acc.bound_extent(columns, vectors * vec);
     Stage update = acc.update().split(columns, cv, cl, vec);
     if (reduction.dot_product) {
         // Each accumulator lane adds the products of a pair: the pair and the columns make one
@@ -487,26 +493,9 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
     };
     const int narrow = value_vectors(kDecodeNarrowValueTile);
     const int wide = value_vectors(kDecodeWideValueTile);
-    Func value_tile = a.split_acc.in();
-    value_tile.compute_at(at);
-    Var co("co"), ci("ci"), ro("ro"), ri("ri"), cv("cv"), cl("cl");
-    const auto tile_values = [&](Stage tile, int vectors) {
-        tile.tile(c, r, co, ro, ci, ri, vectors * vec, 2, TailStrategy::RoundUp)
-            .reorder(ci, ri, co, ro)
-            .vectorize(ci, vec);
-    };
-    if (wide != narrow) {
-        tile_values(value_tile.specialize(a.dv > kDecodeNarrowValueTile), wide);
-    }
-    tile_values(value_tile, narrow);
-    // The accumulators' extent along c is the tile's width, a constant in each specialization.
-    a.split_acc.compute_at(value_tile, co).bound_extent(r, 2).vectorize(c, vec).unroll(r);
-    a.split_acc.update()
-        .split(c, cv, cl, vec)
-        .reorder(cl, cv, r, a.r_keys)
-        .vectorize(cl)
-        .unroll(cv)
-        .unroll(r);
+    std::optional<WiderTile> wider;
+    if (wide != narrow) wider = WiderTile{a.dv > kDecodeNarrowValueTile, wide};
+    schedule_register_tile_at(a.split_acc, at, c, r, a.r_keys, narrow, 2, vec, wider);
 
     // The merge, per key/value head and batch row.
     Var hb("hb");

@@ -54,8 +54,13 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
         p.r = RDom(0, kWeightPairs, 0, (p.in_features + 1) / kWeightPairs, name + "_r");
         Var f("f"), m("m");
         p.operand = Func(name + "_operand");
+        // One group (the input projections) needs no division: by a run-time group size it
+        // was a vector division per element, and the rounding passes of the query, key and
+        // value inputs took 8.6% of a bfloat16 forward at gpt2-causal (perf).
         const Expr feature = min(f, p.in_features - 1);
-        const Expr value = x(feature % group_size, feature / group_size, m);
+        const Expr value = Internal::is_const_one(groups)
+                               ? x(feature, 0, m)
+                               : x(feature % group_size, feature / group_size, m);
         p.operand(f, m) = select(f < p.in_features, rounded(value), rounded(0.0f));
         p.acc(o, n) +=
             cast<float>(p.operand(2 * p.r.y + p.r.x, row)) * weight(2 * o + p.r.x, p.r.y);

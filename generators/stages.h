@@ -146,15 +146,15 @@ Halide::Expr causal_key_offset(const MaskInputs &mask, const Halide::Expr &q_len
 // (e, c, p, hk, b), feature c of key 2 p + e; q_operand (d, i, h, b) holds the queries in
 // bfloat16, 0 past dk; and r_dot runs over (e, p).
 struct PackedScore {
-    Halide::Func q_source;       // the queries as given, (d, i, h, b)
-    Halide::Func k_source;       // the keys as given, (d, j, hk, b)
-    Halide::Func k_transposed;   // (j, d, hk, b), readable past kv_len
-    Halide::Func k_packed;       // k_transposed, or its bfloat16 pairs
-    Halide::Func v_packed;       // (c, j, hk, b), readable past dv and kv_len; or pairs
-    Halide::Func q_operand;      // paired only
-    Halide::Func score;          // (j, i, h, b): q . k, reduction over r_dot
-    Halide::RDom r_dot;          // over dk after the first term; paired: (e, p) from 0
-    Halide::Expr group;          // query heads per key/value head
+    Halide::Func q_source;      // the queries as given, (d, i, h, b)
+    Halide::Func k_source;      // the keys as given, (d, j, hk, b)
+    Halide::Func k_transposed;  // (j, d, hk, b), readable past kv_len
+    Halide::Func k_packed;      // k_transposed, or its bfloat16 pairs
+    Halide::Func v_packed;      // (c, j, hk, b), readable past dv and kv_len; or pairs
+    Halide::Func q_operand;     // paired only
+    Halide::Func score;         // (j, i, h, b): q . k, reduction over r_dot
+    Halide::RDom r_dot;         // over dk after the first term; paired: (e, p) from 0
+    Halide::Expr group;         // query heads per key/value head
     bool paired = false;
 };
 PackedScore define_packed_score(const Halide::Func &q, const Halide::Func &k, const Halide::Func &v,
@@ -228,8 +228,8 @@ struct FlashAttentionStage {
     // block_out, whose reduction r_block_keys then runs over (e, p), key 2 p + e of the block.
     // The sums of the softmax keep the unrounded probabilities, as FlashAttention's do.
     Halide::Func probs_operand;
-    Halide::Func state;        // (c, ii, qb, h, b) -> {acc, running max, running sum}
-    Halide::Func out;          // (c, i, h, b)
+    Halide::Func state;  // (c, ii, qb, h, b) -> {acc, running max, running sum}
+    Halide::Func out;    // (c, i, h, b)
     Halide::Var j{"j"}, i{"i"}, c{"c"}, d{"d"}, h{"h"}, b{"b"}, u{"u"}, kb{"kb"}, jj{"jj"};
     Halide::Var ii{"ii"}, qb{"qb"};
     Halide::RDom r_block_keys;            // over the keys of a block after the first, or pairs

@@ -14,8 +14,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
                                            const Expr &dk, const Expr &dv, const Expr &q_len,
                                            const Expr &kv_len, const Expr &group, const Expr &scale,
                                            const MaskInputs &mask, const Expr &query_block,
-                                           int key_block, bool fixed_blocks,
-                                           const Type &products) {
+                                           int key_block, bool fixed_blocks, const Type &products) {
     if (key_block <= 0 || key_block % kReductionLanes != 0) {
         throw CompileError("flash attention needs key_block a positive multiple of " +
                            std::to_string(kReductionLanes) + "; got " + std::to_string(key_block));
