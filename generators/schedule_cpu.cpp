@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "layout.h"
 
@@ -121,19 +123,48 @@ void schedule_query_tile(const PackedScore &p, const LoopLevel &task, int vec) {
     q.compute_at(task).vectorize(q.args()[0], vec, TailStrategy::GuardWithIf);
 }
 
-// The reduction of a register tile: one RVar, or a 2-D RDom whose x is a pair of features
-// (bfloat16 products, PackedScore::paired). A pair becomes one vdpbf16ps lane where the target
-// has it; elsewhere its two products are unrolled FMAs.
+// The reduction of a register tile: its steps (innermost first), and with bfloat16 products
+// (ProjectionStage::paired, PackedScore::paired) a pair of features inside each step. A pair
+// becomes one vdpbf16ps lane where the target has it; elsewhere its two products are unrolled
+// FMAs.
 struct TileReduction {
-    TileReduction(const RDom &r) : step(r.x) {}  // NOLINT: a 1-D RDom is the common case
+    TileReduction(const RDom &r) : steps{r.x} {}  // NOLINT: a 1-D RDom is the common case
+    // A 2-D RDom whose x is the pair when paired.
     TileReduction(const RDom &r, bool paired, const Target &target)
-        : step(paired ? r.y : r.x),
-          pair(paired ? std::optional<RVar>(r.x) : std::nullopt),
-          dot_product(paired && has_bfloat16_dot_product(target)) {}
-    RVar step;
+        : TileReduction(paired ? std::vector<RVar>{r.y} : std::vector<RVar>{r.x},
+                        paired ? std::optional<RVar>(r.x) : std::nullopt, target) {}
+    TileReduction(std::vector<RVar> steps, std::optional<RVar> pair, const Target &target)
+        : steps(std::move(steps)),
+          pair(std::move(pair)),
+          dot_product(this->pair && has_bfloat16_dot_product(target)) {}
+    std::vector<RVar> steps;
     std::optional<RVar> pair;
     bool dot_product = false;
 };
+
+// A register tile's update, the loops of one step innermost: the lanes of the columns
+// vectorized, their vectors and the rows unrolled, then the reduction's steps.
+void order_tile_update(Stage update, const Var &lanes, const Var &vectors, const Var &rows,
+                       const TileReduction &reduction) {
+    std::vector<VarOrRVar> order = {lanes, vectors, rows};
+    if (reduction.dot_product) {
+        // Each accumulator lane adds the products of a pair: the pair and the columns make one
+        // vector of 2 x vec products reduced into vec lanes, which Halide emits as vdpbf16ps
+        // (twice the multiply-adds of an FMA per instruction).
+        order.insert(order.begin(), *reduction.pair);
+    } else if (reduction.pair) {
+        order.push_back(*reduction.pair);
+    }
+    order.insert(order.end(), reduction.steps.begin(), reduction.steps.end());
+    update.reorder(order);
+    if (reduction.dot_product) {
+        update.atomic().vectorize(*reduction.pair).vectorize(lanes);
+    } else {
+        update.vectorize(lanes);
+        if (reduction.pair) update.unroll(*reduction.pair);
+    }
+    update.unroll(vectors).unroll(rows);
+}
 
 // A register-blocked reduction computed inside a larger loop nest (a query block of attention,
 // or a key block of it): `vectors` vectors along `columns` by `rows_per_tile` rows of
@@ -165,22 +196,7 @@ void schedule_register_tile_at(Func acc, const LoopLevel &at, const Var &columns
     acc.compute_at(tile, co).bound_extent(rows, rows_per_tile).vectorize(columns, vec).unroll(rows);
     // With two widths, each specialization's tile width is a constant of its own.
     if (!wider) acc.bound_extent(columns, vectors * vec);
-    Stage update = acc.update().split(columns, cv, cl, vec);
-    if (reduction.dot_product) {
-        // Each accumulator lane adds the products of a pair: the pair and the columns make one
-        // vector of 2 x vec products reduced into vec lanes, which Halide emits as vdpbf16ps.
-        update.reorder(*reduction.pair, cl, cv, rows, reduction.step)
-            .atomic()
-            .vectorize(*reduction.pair)
-            .vectorize(cl);
-    } else if (reduction.pair) {
-        update.reorder(cl, cv, rows, *reduction.pair, reduction.step)
-            .vectorize(cl)
-            .unroll(*reduction.pair);
-    } else {
-        update.reorder(cl, cv, rows, reduction.step).vectorize(cl);
-    }
-    update.unroll(cv).unroll(rows);
+    order_tile_update(acc.update().split(columns, cv, cl, vec), cl, cv, rows, reduction);
 }
 
 // Per head, keys and values beyond this many bytes are "long": query blocks of long_query_block
@@ -432,18 +448,10 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
         .bound_extent(p.n, tile_l)
         .vectorize(p.o, vec)
         .unroll(p.n);
-    Stage tile = tile_sums.update().split(p.o, ov, ol, vec);
-    if (p.paired && has_bfloat16_dot_product(target)) {
-        // Each accumulator lane adds the products of a pair of features: the pair and the
-        // output features make one vector of 2 x vec products reduced into vec lanes, which
-        // Halide emits as vdpbf16ps (twice the multiply-adds of an FMA per instruction).
-        tile.reorder(p.r.x, ol, ov, p.n, yi).atomic().vectorize(p.r.x).vectorize(ol);
-    } else if (p.paired) {
-        tile.reorder(ol, ov, p.n, p.r.x, yi).vectorize(ol).unroll(p.r.x);
-    } else {
-        tile.reorder(ol, ov, p.n, xi, yi).vectorize(ol);
-    }
-    tile.unroll(ov).unroll(p.n);
+    const TileReduction reduction =
+        p.paired ? TileReduction(std::vector<RVar>{yi}, p.r.x, target)
+                 : TileReduction(std::vector<RVar>{xi, yi}, std::nullopt, target);
+    order_tile_update(tile_sums.update().split(p.o, ov, ol, vec), ol, ov, p.n, reduction);
 }
 
 void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target,

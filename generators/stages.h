@@ -34,9 +34,9 @@ struct ProjectionStage {
     Halide::RDom r;
     Halide::Expr rows;         // rows of all batches
     Halide::Expr in_features;  // the reduction's extent: group_size * groups
-    // With add_few_rows_path: for calls of at most few_rows rows, result is few_rows_sum,
+    // With a FewRowsPath: for calls of at most few_rows rows, result is few_rows_sum,
     // bias(o) + the sum over u of split_acc(o, n, u), the products of features d = u (mod
-    // reduction_split) within each group; a GPU block's threads then share one output's
+    // FewRowsPath::split) within each group; a GPU block's threads then share one output's
     // reduction (matrix-vector products of decoding).
     Halide::Func split_acc, few_rows_sum;
     Halide::RDom r_split;  // split_acc's reduction: (feature step within a group, group)
