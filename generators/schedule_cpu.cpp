@@ -78,18 +78,22 @@ Var split_query_blocks(Func f, const Var &row, const Var &h, const Var &b,
 // and read back transposed. For the keys (head_dim 64) it took the packing from 3.4% to 2.1%
 // of an attngen_sdpa call at bert-512 (perf, two runs each); vectorized along x alone, every
 // lane was a separate scalar load.
-void schedule_transpose(Func f, Func source, const Var &x, const Var &y, int vec) {
+// With `specialize_on` defined, the staging has a branch for it as well (the source is an
+// inline expression that it simplifies).
+void schedule_transpose(Func f, Func source, const Var &x, const Var &y, int vec,
+                        const Expr &specialize_on = Expr()) {
     Var xo("xo"), yo("yo"), xi("xi"), yi("yi");
     f.tile(x, y, xo, yo, xi, yi, vec, vec, TailStrategy::GuardWithIf).vectorize(xi).unroll(yi);
     const std::vector<Var> s = source.args();
     // A constant-size tile lives on the stack: sized by the (guarded) tile instead, it was a
     // heap block per tile, and its free alone was 3% of attngen_sdpa at bert-128 (perf).
-    source.in(f)
-        .compute_at(f, xo)
-        .bound_storage(s[0], vec)
-        .bound_storage(s[1], vec)
-        .vectorize(s[0], vec, TailStrategy::GuardWithIf)
-        .unroll(s[1], vec, TailStrategy::GuardWithIf);
+    Func staged = source.in(f);
+    staged.compute_at(f, xo).bound_storage(s[0], vec).bound_storage(s[1], vec);
+    staged.vectorize(s[0], vec, TailStrategy::GuardWithIf);
+    // The rows unrolled, but not those of a general source that a specialization simplifies
+    // (a rotation: unrolled, it was most of the forward's code).
+    Stage rows = specialize_on.defined() ? staged.specialize(specialize_on) : Stage(staged);
+    rows.unroll(s[1], vec, TailStrategy::GuardWithIf);
 }
 
 // Keys transposed to (j, d, h, b) and values copied to (c, j, h, b), at root, one task per head
@@ -100,7 +104,7 @@ void schedule_key_value_packing(const PackedScore &p, int vec) {
     const std::vector<Var> k = k_transposed.args(), v = v_packed.args();
     Var hb("hb");
     k_transposed.compute_root().fuse(k[2], k[3], hb).parallel(hb);
-    schedule_transpose(k_transposed, p.k_source, k[0], k[1], vec);
+    schedule_transpose(k_transposed, p.k_source, k[0], k[1], vec, p.sources_unrotated);
     if (!p.paired) {
         v_packed.compute_root().fuse(v[2], v[3], hb).parallel(hb).vectorize(v[0], vec);
         return;
@@ -121,6 +125,7 @@ void schedule_key_value_packing(const PackedScore &p, int vec) {
 void schedule_query_tile(const PackedScore &p, const LoopLevel &task, int vec) {
     Func q = p.paired ? p.q_operand : Func(p.q_source).in(p.score);
     q.compute_at(task).vectorize(q.args()[0], vec, TailStrategy::GuardWithIf);
+    if (p.sources_unrotated.defined()) q.specialize(p.sources_unrotated);
 }
 
 // The reduction of a register tile: its steps (innermost first), and with bfloat16 products
@@ -335,6 +340,14 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
         p.operand.compute_root()
             .vectorize(a.front(), vec, TailStrategy::GuardWithIf)
             .parallel(a.back());
+        if (p.r_operand.defined()) {
+            // Each (d, g) writes its own feature g * group_size + d (d < group_size), which
+            // Halide cannot prove for a run-time group size: there is no race to allow.
+            p.operand.update()
+                .allow_race_conditions()
+                .vectorize(p.r_operand.x, vec, TailStrategy::GuardWithIf)
+                .parallel(a.back());
+        }
     }
     // Before the matrix-product schedule below: a specialization starts from a copy of the
     // stage's schedule as it is when specialized.

@@ -54,14 +54,27 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
         p.r = RDom(0, kWeightPairs, 0, (p.in_features + 1) / kWeightPairs, name + "_r");
         Var f("f"), m("m");
         p.operand = Func(name + "_operand");
-        // One group (the input projections) needs no division: by a run-time group size it
-        // was a vector division per element, and the rounding passes of the query, key and
-        // value inputs took 8.6% of a bfloat16 forward at gpt2-causal (perf).
+        // Flat features f = g * group_size + d, read without dividing f by the run-time group
+        // size: that was a vector division and a gather per vector of features, and these
+        // rounding passes took 8.6% of a bfloat16 forward at gpt2-causal (the input
+        // projections') and 7% at bert-512-b8 (the output projection's, over heads; perf).
+        // One group reads x(f, 0) directly. Several are written group by group, by an update
+        // over (d, g), after a pass of zeros for the one past an odd count; on GPU targets
+        // (weights as bits) the operand is inlined into the tiles, which a Func with an
+        // update cannot be, and keeps the division.
         const Expr feature = min(f, p.in_features - 1);
-        const Expr value = Internal::is_const_one(groups)
-                               ? x(feature, 0, m)
-                               : x(feature % group_size, feature / group_size, m);
-        p.operand(f, m) = select(f < p.in_features, rounded(value), rounded(0.0f));
+        if (Internal::is_const_one(groups)) {
+            p.operand(f, m) = select(f < p.in_features, rounded(x(feature, 0, m)), rounded(0.0f));
+        } else if (as_bits) {
+            p.operand(f, m) =
+                select(f < p.in_features, rounded(x(feature % group_size, feature / group_size, m)),
+                       rounded(0.0f));
+        } else {
+            p.operand(f, m) = rounded(0.0f);
+            p.r_operand = RDom(0, group_size, 0, groups, name + "_r_operand");
+            p.operand(p.r_operand.y * group_size + p.r_operand.x, m) =
+                rounded(x(p.r_operand.x, p.r_operand.y, m));
+        }
         p.acc(o, n) +=
             cast<float>(p.operand(2 * p.r.y + p.r.x, row)) * weight(2 * o + p.r.x, p.r.y);
     } else {

@@ -23,6 +23,9 @@ struct ProjectionStage {
     // below) operand(f, n) as bfloat16 over the flattened features f = g * group_size + d,
     // 0 for the one past an odd count.
     Halide::Func operand;
+    // Defined when the bfloat16 operand is written group by group, an update over (d, g) of
+    // operand(g * group_size + d, n) after a pass of zeros.
+    Halide::RDom r_operand;
     // Bfloat16 weights are stored in pairs of consecutive input features (kWeightPairs in
     // layout.h), and the reduction runs over r.x, the feature within a pair, and r.y, the pair,
     // so that a schedule can reduce each pair in one vdpbf16ps lane. Otherwise r.x is the
@@ -156,6 +159,10 @@ struct PackedScore {
     Halide::RDom r_dot;         // over dk after the first term; paired: (e, p) from 0
     Halide::Expr group;         // query heads per key/value head
     bool paired = false;
+    // Defined when q_source and k_source are rotations left inline (apply_rope), which the CPU
+    // schedules compute where they pack the queries and keys: true at run time when nothing
+    // rotates. Those stages specialize on it, and are then copies of the projected heads.
+    Halide::Expr sources_unrotated;
 };
 PackedScore define_packed_score(const Halide::Func &q, const Halide::Func &k, const Halide::Func &v,
                                 const Halide::Expr &dk, const Halide::Expr &dv,
