@@ -123,9 +123,28 @@ void schedule_key_value_packing(const PackedScore &p, int vec) {
 // The queries of one attention task, computed once per task: with rotary positions they are
 // rotated here, not again at every key tile. Paired, they are rounded to bfloat16 here.
 void schedule_query_tile(const PackedScore &p, const LoopLevel &task, int vec) {
-    Func q = p.paired ? p.q_operand : Func(p.q_source).in(p.score);
-    q.compute_at(task).vectorize(q.args()[0], vec, TailStrategy::GuardWithIf);
-    if (p.sources_unrotated.defined()) q.specialize(p.sources_unrotated);
+    Func q = p.q_operand;
+    const std::vector<Var> a = q.args();
+    q.compute_at(task);
+    if (p.paired) {
+        // (e, p, i): stored with each pair of the rows together, (e, i, p), so that the score
+        // tile's rows are one address apart by a constant; stored by rows, (e, p, i), LLVM
+        // kept the tile's row addresses in a vector and extracted each at every step (14
+        // instructions beside the 16 vdpbf16ps of the score tile's loop).
+        q.reorder_storage(a[0], a[2], a[1])
+            .bound(a[0], 0, 2)
+            .reorder(a[0], a[2], a[1])
+            .vectorize(a[0])
+            .vectorize(a[2], vec / 2, TailStrategy::GuardWithIf);
+    } else {
+        q.vectorize(a[0], vec, TailStrategy::GuardWithIf);
+    }
+    // The common case, loaded as vectors and copied: no rotation, an even head size.
+    Expr common = p.sources_unrotated;
+    if (p.q_even_features.defined()) {
+        common = common.defined() ? common && p.q_even_features : p.q_even_features;
+    }
+    if (common.defined()) q.specialize(common);
 }
 
 // The reduction of a register tile: its steps (innermost first), and with bfloat16 products

@@ -357,6 +357,9 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
     const Expr row = clamp(i, 0, q_len - 1);
     const Expr kv_head = h / group;
     p.score = Func("score");
+    // The queries of a tile's rows, read at rows clamped to the last query, which the score
+    // reads unclamped: a row's clamp is then computed once per row, not at every step.
+    p.q_operand = Func("q_operand");
     if (p.paired) {
         // Pairs from the transposed keys: two rows of features, each contiguous along the keys,
         // interleaved. The last pair of an odd dk repeats the last feature, which meets the
@@ -367,13 +370,16 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         p.v_packed = Func("v_pairs");
         p.v_packed(e, c, pair, h, b) =
             cast(products, v(clamp(c, 0, dv - 1), clamp(2 * pair + e, 0, kv_len - 1), h, b));
-        p.q_operand = Func("q_operand");
-        p.q_operand(d, i, h, b) =
-            select(d < dk, cast(products, q(min(d, dk - 1), i, h, b)), cast(products, 0.0f));
+        // An even dk (q_even_features) reads the queries' features as they are, so that a
+        // specialization on it loads them as vectors, not one by one.
+        p.q_even_features = dk % 2 == 0;
+        const Expr feature = 2 * pair + e;
+        const Expr feature_read = select(p.q_even_features, feature, min(feature, dk - 1));
+        p.q_operand(e, pair, i, h, b) =
+            select(feature < dk, cast(products, q(feature_read, row, h, b)), cast(products, 0.0f));
         p.r_dot = RDom(0, 2, 0, (dk + 1) / 2, "r_dot");
-        const Expr feature = 2 * p.r_dot.y + p.r_dot.x;
         p.score(j, i, h, b) = 0.0f;
-        p.score(j, i, h, b) += cast<float>(p.q_operand(feature, row, h, b)) *
+        p.score(j, i, h, b) += cast<float>(p.q_operand(p.r_dot.x, p.r_dot.y, i, h, b)) *
                                cast<float>(p.k_packed(p.r_dot.x, j, p.r_dot.y, kv_head, b));
         return p;
     }
@@ -383,9 +389,10 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
 
     // Dot products start from their first term, as every reduction into a register tile does
     // (see define_projection): dk, kv_len and key blocks are at least 1.
+    p.q_operand(d, i, h, b) = q(d, row, h, b);
     p.r_dot = RDom(1, dk - 1, "r_dot");
-    p.score(j, i, h, b) = q(0, row, h, b) * p.k_packed(j, 0, kv_head, b);
-    p.score(j, i, h, b) += q(p.r_dot, row, h, b) * p.k_packed(j, p.r_dot, kv_head, b);
+    p.score(j, i, h, b) = p.q_operand(0, i, h, b) * p.k_packed(j, 0, kv_head, b);
+    p.score(j, i, h, b) += p.q_operand(p.r_dot, i, h, b) * p.k_packed(j, p.r_dot, kv_head, b);
     return p;
 }
 
