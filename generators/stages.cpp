@@ -344,7 +344,6 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
                            ": only float32 and bfloat16 are defined");
     }
     PackedScore p;
-    p.q_source = q;
     p.group = group;
     p.paired = products == BFloat(16);
     Var j("j"), i("i"), c("c"), d("d"), h("h"), b("b"), e("e"), pair("p");

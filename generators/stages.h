@@ -146,17 +146,16 @@ Halide::Expr causal_key_offset(const MaskInputs &mask, const Halide::Expr &q_len
 // then come in pairs along the reduction, the pair innermost, as the projections' bfloat16
 // weights do (ProjectionStage::paired), so that a schedule can reduce each pair in one
 // vdpbf16ps lane: k_packed is (e, j, p, hk, b), feature 2 p + e of key j; v_packed is
-// (e, c, p, hk, b), feature c of key 2 p + e; q_operand holds the queries in bfloat16, 0 past
-// dk; and r_dot runs over (e, p).
+// (e, c, p, hk, b), feature c of key 2 p + e; q_operand is (e, p, i, h, b), feature 2 p + e of
+// query i in bfloat16, 0 past dk; and r_dot runs over (e, p).
 struct PackedScore {
-    Halide::Func q_source;         // the queries as given, (d, i, h, b)
     Halide::Func k_source;         // the keys as given, (d, j, hk, b)
     Halide::Func k_transposed;     // (j, d, hk, b), readable past kv_len
     Halide::Func k_packed;         // k_transposed, or its bfloat16 pairs
     Halide::Func v_packed;         // (c, j, hk, b), readable past dv and kv_len; or pairs
-    Halide::Func q_operand;        // (d, i, h, b): the queries at rows clamped to q_len; paired,
-                                   // in bfloat16 and 0 past dk
-    Halide::Expr q_even_features;  // paired: dk is even (q_operand needs no clamped reads)
+    Halide::Func q_operand;        // (d, i, h, b), the queries at rows clamped to q_len; paired:
+                                   // (e, p, i, h, b) in bfloat16 (above)
+    Halide::Expr q_even_features;  // paired: dk is even (q_operand reads no clamped feature)
     Halide::Func score;            // (j, i, h, b): q . k, reduction over r_dot
     Halide::RDom r_dot;            // over dk after the first term; paired: (e, p) from 0
     Halide::Expr group;            // query heads per key/value head
