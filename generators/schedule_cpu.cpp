@@ -198,28 +198,29 @@ void order_tile_update(Stage update, const Var &lanes, const Var &vectors, const
 // constant size, fully unrolled, which LLVM keeps in registers. (Scheduled directly at `at`, the
 // accumulators of the probs x values tile stayed in memory: a load, an FMA and a store per step,
 // which perf showed as half the kernel's time.)
-// With `wider`, calls where wider->when holds get tiles of wider->vectors vectors instead.
-struct WiderTile {
+// With `shapes`, calls where a shape's `when` holds (the first that does) get tiles of its
+// `vectors` vectors by `rows` rows instead, each specialization with constant tiles of its own.
+struct TileShape {
     Expr when;
-    int vectors;
+    int vectors, rows;
 };
 void schedule_register_tile_at(Func acc, const LoopLevel &at, const Var &columns, const Var &rows,
                                const TileReduction &reduction, int vectors, int rows_per_tile,
-                               int vec, const std::optional<WiderTile> &wider = std::nullopt) {
+                               int vec, const std::vector<TileShape> &shapes = {}) {
     Func tile = acc.in();
     Var co("co"), ci("ci"), ro("ro"), ri("ri");
-    const auto tile_columns = [&](Stage s, int vectors) {
+    const auto tile_columns = [&](Stage s, int vectors, int rows_per_tile) {
         s.tile(columns, rows, co, ro, ci, ri, vectors * vec, rows_per_tile, TailStrategy::RoundUp)
             .reorder(ci, ri, co, ro)
             .vectorize(ci, vec);
     };
     tile.compute_at(at);
-    if (wider) tile_columns(tile.specialize(wider->when), wider->vectors);
-    tile_columns(tile, vectors);
+    for (const TileShape &t : shapes) tile_columns(tile.specialize(t.when), t.vectors, t.rows);
+    tile_columns(tile, vectors, rows_per_tile);
     Var cv("cv"), cl("cl");
-    acc.compute_at(tile, co).bound_extent(rows, rows_per_tile).vectorize(columns, vec).unroll(rows);
-    // With two widths, each specialization's tile width is a constant of its own.
-    if (!wider) acc.bound_extent(columns, vectors * vec);
+    acc.compute_at(tile, co).vectorize(columns, vec).unroll(rows);
+    // With several shapes, each specialization's tile is a constant of its own.
+    if (shapes.empty()) acc.bound_extent(columns, vectors * vec).bound_extent(rows, rows_per_tile);
     order_tile_update(acc.update().split(columns, cv, cl, vec), cl, cv, rows, reduction);
 }
 
@@ -509,7 +510,12 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
     const int score_rows = std::min(knobs.score_rows, kDecodeTileRows);
     int score_vectors = 4;
     while (score_vectors > 1 && !tile_fits(score_vectors, score_rows, target)) score_vectors /= 2;
-    schedule_register_tile_at(a.score, at, j, r, a.r_dot, score_vectors, score_rows, vec);
+    // One query row (a step of multi-head attention without grouped heads) gets tiles of one
+    // row: the tiles of several rows computed the last row again in the others, 4x the score's
+    // and 2x the values' multiply-adds at gpt2-decode.
+    const Expr one_row = a.rows == 1;
+    schedule_register_tile_at(a.score, at, j, r, a.r_dot, score_vectors, score_rows, vec,
+                              {{one_row, score_vectors, 1}});
     a.logit.compute_at(at).vectorize(j, vec);
     for (Func f : {a.max_lanes, a.sum_lanes}) {
         f.compute_at(at).vectorize(u, vec);
@@ -533,9 +539,23 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
     };
     const int narrow = value_vectors(kDecodeNarrowValueTile);
     const int wide = value_vectors(kDecodeWideValueTile);
-    std::optional<WiderTile> wider;
-    if (wide != narrow) wider = WiderTile{a.dv > kDecodeNarrowValueTile, wide};
-    schedule_register_tile_at(a.split_acc, at, c, r, a.r_keys, narrow, 2, vec, wider);
+    // A tile's columns past the head are read at its last feature (the algorithm's clamp),
+    // which makes every load of a tile that may pass it a gather: for 16-bit values one
+    // vpinsrw per element. In a call whose head is exactly kDecodeNarrowValueTile wide that
+    // clamp is a constant no-op, so the tiles load whole vectors. Without this specialization
+    // gpt2-decode (64-wide heads, one tile of 64) gathered every value: its bfloat16 step took
+    // longer than its float32 one (0.262 against 0.173 ms, one run, Zen 5), with the decode
+    // kernel 62% of the samples. With it, decode_bf16/gpt2-decode took 0.48x the time
+    // (scripts/ab_runs.py, 4 rounds: 0.252 -> 0.120 ms); float32 and the 128-wide shapes were
+    // level. The one-row tiles then: gpt2-decode 1.05x faster in float32, 1.07x in bfloat16.
+    const Expr exact = a.dv == kDecodeNarrowValueTile, wider = a.dv > kDecodeNarrowValueTile;
+    std::vector<TileShape> shapes = {{one_row && exact, narrow, 1}, {exact, narrow, 2}};
+    if (wide != narrow) {
+        shapes.insert(shapes.begin() + 1, {one_row && wider, wide, 1});
+        shapes.push_back({wider, wide, 2});
+    }
+    shapes.push_back({one_row, narrow, 1});
+    schedule_register_tile_at(a.split_acc, at, c, r, a.r_keys, narrow, 2, vec, shapes);
 
     // The merge, per key/value head and batch row.
     Var hb("hb");

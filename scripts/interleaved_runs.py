@@ -12,9 +12,10 @@ in --out-dir, the layout scripts/speedup_runs.py reads; the table is printed at 
     scripts/interleaved_runs.py --bench build/bench/attngen_bench --out-dir bench/runs/X --rounds 3
 
 --decode does the same for decoding (issue 17): per round and decode shape, attngen_bench's
-decode/<shape>, then scripts/bench_decode_peers.py (torch eager, ONNX Runtime's
-GroupQueryAttention) in .venv-torch; attngen_decode_<i>.json and decode_peers_<i>.json in
---out-dir, and bench_decode_peers.py's table of in-round ratios at the end.
+decode/<shape> and decode_bf16/<shape>, then scripts/bench_decode_peers.py (torch eager, ONNX
+Runtime's GroupQueryAttention) in .venv-torch; attngen_decode_<i>.json and decode_peers_<i>.json
+in --out-dir, bench_decode_peers.py's table of in-round ratios at the end, and attngen's float32
+step over its bfloat16 step per round.
 
     scripts/interleaved_runs.py --decode --out-dir bench/runs/X --rounds 3
 
@@ -89,6 +90,7 @@ def decode_rounds(args: argparse.Namespace, shapes: list[str]) -> None:
         for shape in shapes:
             print(f"round {i}: {shape}", file=sys.stderr)
             attngen += run_attngen(args.bench, shape, prefix="decode")
+            attngen += run_attngen(args.bench, shape, prefix="decode_bf16")
             peers += run_decode_peers(args.torch_python, shape)
         attngen_files.append(os.path.join(args.out_dir, f"attngen_decode_{i}.json"))
         peer_files.append(os.path.join(args.out_dir, f"decode_peers_{i}.json"))
@@ -97,6 +99,27 @@ def decode_rounds(args: argparse.Namespace, shapes: list[str]) -> None:
                 json.dump(data, f, indent=1)
     subprocess.run([args.torch_python, os.path.join(HERE, "bench_decode_peers.py"),
                     "--load", *peer_files, "--attngen", *attngen_files], check=True)
+    print_bf16_decode_ratios(shapes, attngen_files)
+
+
+def print_bf16_decode_ratios(shapes: list[str], attngen_files: list[str]) -> None:
+    """attngen's float32 step over its bfloat16 step (issue 19), both from the same round."""
+    from bench_torch import load_gbench_ms
+
+    print("\n| shape | attngen bf16 ms | attngen fp32 / attngen bf16 (per round) |")
+    print("|---|---|---|")
+    for shape in shapes:
+        bf16_ms, ratios = [], []
+        for name in attngen_files:
+            fp32 = load_gbench_ms(name, "decode/").get(shape)
+            bf16 = load_gbench_ms(name, "decode_bf16/").get(shape)
+            if fp32 is not None and bf16 is not None:
+                bf16_ms.append(bf16)
+                ratios.append(fp32 / bf16)
+        if ratios:
+            print(f"| {shape} | {statistics.median(bf16_ms):.3f} | "
+                  f"**{statistics.median(ratios):.2f}x** "
+                  f"({', '.join(f'{x:.2f}' for x in ratios)}) |")
 
 
 def bf16_rounds(args: argparse.Namespace, shapes: list[str]) -> None:
