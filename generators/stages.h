@@ -160,9 +160,10 @@ struct PackedScore {
     Halide::RDom r_dot;            // over dk after the first term; paired: (e, p) from 0
     Halide::Expr group;            // query heads per key/value head
     bool paired = false;
-    // Defined when q_source and k_source are rotations left inline (apply_rope), which the CPU
-    // schedules compute where they pack the queries and keys: true at run time when nothing
-    // rotates. Those stages specialize on it, and are then copies of the projected heads.
+    // Defined when the queries and k_source are rotations left inline (apply_rope), which the
+    // CPU schedules compute where they pack them (q_operand, k_transposed): true at run time
+    // when nothing rotates. Those stages specialize on it, and are then copies of the projected
+    // heads.
     Halide::Expr sources_unrotated;
 };
 PackedScore define_packed_score(const Halide::Func &q, const Halide::Func &k, const Halide::Func &v,
