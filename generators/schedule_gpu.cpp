@@ -369,14 +369,19 @@ void schedule_decode_attention_gpu(DecodeAttentionStage &a) {
     // sizes, as shared memory needs. Rows past the call's last read the last query (clamped in
     // the algorithm) and are never written out.
     Var jo("jo"), ji("ji");
-    for (Func keys : {a.score, a.probs}) {
-        keys.compute_at(block)
-            .bound_extent(j, kGpuDecodeSplitKeys)
-            .bound_extent(r, kGpuDecodeRows)
-            .split(j, jo, ji, kKeyThreads)
-            .reorder(jo, ji, r)
-            .gpu_threads(ji, r);
-    }
+    a.score.compute_at(block)
+        .bound_extent(j, kGpuDecodeSplitKeys)
+        .bound_extent(r, kGpuDecodeRows)
+        .split(j, jo, ji, kKeyThreads)
+        .reorder(jo, ji, r)
+        .gpu_threads(ji, r);
+    a.probs.compute_at(block)
+        .bound_extent(a.k, kGpuDecodeSplitKeys)
+        .bound_extent(s, 1)
+        .bound_extent(r, kGpuDecodeRows)
+        .split(a.k, jo, ji, kKeyThreads)
+        .reorder(jo, ji, r, s)
+        .gpu_threads(ji, r);
     // The dot products run along head_dim in each thread; the keys of one position block are
     // contiguous, so a warp's 32 keys are one coalesced read per feature.
     a.score.update().split(j, jo, ji, kKeyThreads).reorder(a.r_dot, jo, ji, r).gpu_threads(ji, r);

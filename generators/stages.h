@@ -285,7 +285,7 @@ struct DecodeAttentionStage {
     Halide::Func logit;      // (j, r, hk, b): scaled, the lowest float where masked
     Halide::Func max_lanes;  // (u, s, r, hk, b)
     Halide::Func split_max;  // (s, r, hk, b)
-    Halide::Func probs;      // (j, r, hk, b): exp(logit - its split's max)
+    Halide::Func probs;      // (k, s, r, hk, b): key k of split s, exp(logit - the split's max)
     Halide::Func sum_lanes;  // (u, s, r, hk, b)
     Halide::Func split_sum;  // (s, r, hk, b)
     Halide::Func split_acc;  // (c, s, r, hk, b): probs x values over the split's keys
@@ -294,7 +294,8 @@ struct DecodeAttentionStage {
     Halide::Func merged;                              // (c, r, hk, b)
     Halide::Func rows_out;                            // (c, r, hk, b)
     Halide::Func out;                                 // (c, i, h, b)
-    Halide::Var j{"j"}, r{"r"}, c{"c"}, d{"d"}, hk{"hk"}, b{"b"}, u{"u"}, s{"s"}, i{"i"}, h{"h"};
+    Halide::Var j{"j"}, k{"k"}, r{"r"}, c{"c"}, d{"d"}, hk{"hk"}, b{"b"}, u{"u"}, s{"s"}, i{"i"},
+        h{"h"};
     Halide::RDom r_dot, r_lane_groups, r_lanes, r_keys, r_splits;
     Halide::Expr split_keys, num_splits, rows;
     Halide::Expr dv;  // the value head size: a schedule may specialize its tiles on it

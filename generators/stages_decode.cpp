@@ -17,7 +17,7 @@ DecodeAttentionStage define_decode_attention(const DecodeInputs &in, int split_k
                            std::to_string(kReductionLanes) + "; got " + std::to_string(split_keys));
     }
     DecodeAttentionStage a;
-    const Var &j = a.j, &r = a.r, &c = a.c, &hk = a.hk, &b = a.b, &u = a.u, &s = a.s;
+    const Var &j = a.j, &k = a.k, &r = a.r, &c = a.c, &hk = a.hk, &b = a.b, &u = a.u, &s = a.s;
     const Var &i = a.i, &h = a.h, &d = a.d;
     const Expr &group = in.group;
 
@@ -73,13 +73,15 @@ DecodeAttentionStage define_decode_attention(const DecodeInputs &in, int split_k
     a.split_max(s, r, hk, b) = lowest;
     a.split_max(s, r, hk, b) = max(a.split_max(s, r, hk, b), a.max_lanes(a.r_lanes, s, r, hk, b));
 
-    const Expr this_max = a.split_max(j / split, r, hk, b);
+    // Indexed by the key's place k in its split s: indexed by position j, the split's maximum
+    // was split_max(j / split), one integer division per lane of every vector of probabilities.
+    const Expr this_max = a.split_max(s, r, hk, b);
     a.probs = Func("decode_probs");
-    a.probs(j, r, hk, b) =
-        select(this_max == lowest, 0.0f, exp_nonpositive(a.logit(j, r, hk, b) - this_max));
+    a.probs(k, s, r, hk, b) = select(this_max == lowest, 0.0f,
+                                     exp_nonpositive(a.logit(s * split + k, r, hk, b) - this_max));
     a.sum_lanes = Func("decode_sum_lanes");
     a.sum_lanes(u, s, r, hk, b) = 0.0f;
-    a.sum_lanes(u, s, r, hk, b) += a.probs(lane_key, r, hk, b);
+    a.sum_lanes(u, s, r, hk, b) += a.probs(a.r_lane_groups * kReductionLanes + u, s, r, hk, b);
     a.split_sum = Func("decode_split_sum");
     a.split_sum(s, r, hk, b) = 0.0f;
     a.split_sum(s, r, hk, b) += a.sum_lanes(a.r_lanes, s, r, hk, b);
@@ -89,7 +91,7 @@ DecodeAttentionStage define_decode_attention(const DecodeInputs &in, int split_k
     a.split_acc = Func("decode_split_acc");
     a.split_acc(c, s, r, hk, b) = 0.0f;
     a.split_acc(c, s, r, hk, b) +=
-        a.probs(split_key, r, hk, b) *
+        a.probs(a.r_keys, s, r, hk, b) *
         in.v_cache(clamp(c, 0, in.dv - 1), min(split_key, in.max_len - 1), hk, item);
     // A split's result: its dv outputs, then its maximum and its sum as two more columns. The
     // merge reads all three after every split's task has run, and a Func computed inside the
