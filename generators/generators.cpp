@@ -494,8 +494,9 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
         const Func first = bounded(positions);
         Func position("k_position");
         position(l, b) = first(b) + l;
-        Func kr =
-            rotary("k_rotated", kh, RopeInputs{rope, rotary_dim, bounded(rope_inv_freq)}, position);
+        // Rotated where k_rows transposes them for the cache, not in a loop of its own.
+        Func kr = rotary("k_rotated", kh, RopeInputs{rope, rotary_dim, bounded(rope_inv_freq)},
+                         position, RotatedHeads::InlineOnCpu);
         const Type stored = storage_type(precision);
         const Target t = get_target();
         // GPU kernels hold no 16-bit float type: the rounding to the format is integer arithmetic
@@ -529,10 +530,8 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
         for (ProjectionStage *p : {&pk, &pv}) {
             schedule_projection_cpu(*p, t, cpu_knobs(), ProjectionRows::FewOrMany);
         }
-        Var hb("hb");
-        k_rows.fuse(hk, b, hb).parallel(hb);
-        v_rows.fuse(hk, b, hb).parallel(hb).vectorize(c, t.natural_vector_size<float>(),
-                                                      TailStrategy::GuardWithIf);
+        schedule_cache_rows_cpu(k_rows, len * batch, t);
+        schedule_cache_rows_cpu(v_rows, len * batch, t);
     }
 };
 
@@ -675,8 +674,10 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         const Func n = bounded(lengths);
         Func position("q_position");
         position(l, b) = n(b) - q_len + l;
-        Func qr =
-            rotary("q_rotated", qh, RopeInputs{rope, rotary_dim, bounded(rope_inv_freq)}, position);
+        // Rotated where the decode kernel gathers its query rows (decode_q_rows), not in a
+        // parallel loop of its own (schedule_decode_attention_cpu's merge says why).
+        Func qr = rotary("q_rotated", qh, RopeInputs{rope, rotary_dim, bounded(rope_inv_freq)},
+                         position, RotatedHeads::InlineOnCpu);
 
         // The cache's elements as float32: on GPU targets a 16-bit format comes as its bits.
         const Type stored = storage_type(precision);

@@ -232,6 +232,8 @@ constexpr int64_t kLongKeyValueBytes = 512 * 1024;
 
 // At most this many rows, a decoding projection splits its reduction (schedule_split_reduction).
 constexpr int kSplitReductionMaxRows = 8;
+// At most this many splits per row, the decode kernel merges them on one thread.
+constexpr int kDecodeSerialMergeSplits = 8;
 // Parallel tasks of a split reduction: a few per core of the 2- to 16-core CPUs attngen is
 // measured on, so that tasks of equal size balance.
 constexpr int kSplitReductionTasks = 16;
@@ -386,6 +388,14 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // of them again. MHA forward, medians of 6 alternating rounds: 0.97x the time at tutorial
     // and bert-128, 0.98x at tutorial-cross. With panels at every size, bert-512 and gpt2-causal
     // measured 1.01x and 1.02x, so larger inputs keep the row blocks below.
+    // A split reduction's result is the sum of its tasks' partial sums: a few rows by the
+    // output features, each added kSplitReductionTasks times, less work than waking the
+    // threads for it (see schedule_decode_attention_cpu's merge).
+    if (rows == ProjectionRows::FewOrMany) {
+        p.result.specialize(p.rows <= kSplitReductionMaxRows)
+            .split(p.n, no, ni, tile_l, TailStrategy::GuardWithIf)
+            .reorder(oi, ni, no, oo);
+    }
     const Expr input_bytes = cast<int64_t>(p.rows) * p.in_features * int(sizeof(float));
     p.result.specialize(input_bytes <= Expr(kPanelTasksMaxInputBytes))
         .split(p.n, no, ni, tile_l, TailStrategy::GuardWithIf)
@@ -560,13 +570,29 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
     shapes.push_back({one_row, narrow, 1});
     schedule_register_tile_at(a.split_acc, at, c, r, a.r_keys, narrow, 2, vec, shapes);
 
-    // The merge, per key/value head and batch row.
+    // The merge, per key/value head and batch row; in parallel only for many splits. Each
+    // parallel loop of a step wakes the other threads and waits for them, and with few splits
+    // that costs more than the merge. With the small stages of a step on one thread (this
+    // merge, the rotations, the angle tables, the sums of split reductions, the rows appended
+    // to the cache), a GPT-2 step ran 9 parallel loops instead of 17: decode/gpt2-decode
+    // 1.02x faster in float32, 1.08x in bfloat16 (scripts/ab_runs.py, 5 rounds, 2 threads,
+    // Zen 5); the other decode shapes level.
     Var hb("hb");
-    a.rows_out.compute_root().fuse(hk, b, hb).parallel(hb).vectorize(c, vec,
-                                                                     TailStrategy::GuardWithIf);
+    a.rows_out.compute_root().fuse(hk, b, hb).vectorize(c, vec, TailStrategy::GuardWithIf);
+    a.rows_out.specialize(a.num_splits > kDecodeSerialMergeSplits).parallel(hb);
     for (Func f : {a.total_max, a.total_sum, a.split_weight}) f.compute_at(a.rows_out, hb);
     a.merged.compute_at(a.rows_out, hb).vectorize(c, vec, TailStrategy::GuardWithIf);
     a.merged.update().vectorize(c, vec, TailStrategy::GuardWithIf);
+}
+
+void schedule_cache_rows_cpu(Func rows, const Expr &num_rows, const Target &target) {
+    const std::vector<Var> a = rows.args();  // (.., .., hk, b), a[0] innermost in memory
+    Var hb("hb");
+    rows.fuse(a[2], a[3], hb);
+    // Keys are stored positions innermost: one position is not a vector.
+    rows.specialize(num_rows == 1);
+    rows.vectorize(a[0], vector_width(target), TailStrategy::GuardWithIf);
+    rows.specialize(num_rows > kSplitReductionMaxRows).parallel(hb);
 }
 
 void schedule_rotated_heads_cpu(Func rotated, const Target &target) {
@@ -583,7 +609,6 @@ void schedule_rope_angles_cpu(Func angles, const Target &target, const RopeInput
     Var lb("lb");
     angles.compute_root()
         .fuse(a[1], a[2], lb)
-        .parallel(lb, 64, TailStrategy::GuardWithIf)
         .vectorize(a[0], vector_width(target), TailStrategy::GuardWithIf)
         .specialize(rope.mode == 0);
 }

@@ -51,8 +51,10 @@ void schedule_attention_cpu(AttentionStage &a, const Halide::Target &target,
 void schedule_flash_attention_cpu(FlashAttentionStage &a, const Halide::Target &target,
                                   const CpuScheduleKnobs &knobs);
 
-// A rotary angle table (the cos or the sin of define_rope_angles), at root. Without rotary
-// positions (mode 0) it is ones and zeros, computed without trigonometry.
+// A rotary angle table (the cos or the sin of define_rope_angles), at root, on one thread: a
+// decoding step's table is a few positions, and a prefill's (rotary_dim / 2 angles per
+// position) a small part of its work. Without rotary positions (mode 0) it is ones and
+// zeros, computed without trigonometry.
 void schedule_rope_angles_cpu(Halide::Func angles, const Halide::Target &target,
                               const RopeInputs &rope);
 
@@ -61,6 +63,12 @@ void schedule_rope_angles_cpu(Halide::Func angles, const Halide::Target &target,
 // its consumer (the output projection).
 void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Halide::Target &target,
                                    const CpuScheduleKnobs &knobs);
+
+// The rows an append writes into the KV cache, (.., .., kv head, batch): in parallel over
+// (kv head, batch) only for more rows than a decoding step appends, whose few rows cost less
+// than waking the threads.
+void schedule_cache_rows_cpu(Halide::Func rows, const Halide::Expr &num_rows,
+                             const Halide::Target &target);
 
 // Rotated heads (apply_rope) at root, one task per head and item. Inlined into the keys'
 // transposing copy (a 16 x 16 tile, unrolled) or a query tile, the rotation's eight reads and
