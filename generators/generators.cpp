@@ -314,15 +314,18 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
 
         const Expr batch = query.dim(2).extent();
         const Expr q_rows = q_len * batch, kv_rows = kv_len * batch;
-        ProjectionStage pq = define_projection(
-            "q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1, q_rows,
-            packed_weights(wq_t), bounded(bq), storage_type(precision), few_rows_path());
-        ProjectionStage pk = define_projection(
-            "k_proj", as_rows(bounded(key), kv_len), key.dim(0).extent(), 1, kv_rows,
-            packed_weights(wk_t), bounded(bk), storage_type(precision), few_rows_path());
-        ProjectionStage pv = define_projection(
-            "v_proj", as_rows(bounded(value), kv_len), value.dim(0).extent(), 1, kv_rows,
-            packed_weights(wv_t), bounded(bv), storage_type(precision), few_rows_path());
+        ProjectionStage pq =
+            define_projection("q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1,
+                              q_rows, bq.dim(0).extent(), packed_weights(wq_t), bounded(bq),
+                              storage_type(precision), few_rows_path());
+        ProjectionStage pk =
+            define_projection("k_proj", as_rows(bounded(key), kv_len), key.dim(0).extent(), 1,
+                              kv_rows, bk.dim(0).extent(), packed_weights(wk_t), bounded(bk),
+                              storage_type(precision), few_rows_path());
+        ProjectionStage pv =
+            define_projection("v_proj", as_rows(bounded(value), kv_len), value.dim(0).extent(), 1,
+                              kv_rows, bv.dim(0).extent(), packed_weights(wv_t), bounded(bv),
+                              storage_type(precision), few_rows_path());
         Func qh = split_heads("q_heads", pq.result, hd, q_len);
         Func kh = split_heads("k_heads", pk.result, hd, kv_len);
         Func vh = split_heads("v_heads", pv.result, v_head_dim, kv_len);
@@ -348,9 +351,9 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         Func merged("merged_heads");
         Var d("d"), g("g"), n("n");
         merged(d, g, n) = attention_out(d, n % q_len, g, n / q_len);
-        ProjectionStage po =
-            define_projection("out_proj", merged, v_head_dim, heads, q_rows, packed_weights(wo_t),
-                              bounded(bo), storage_type(precision), few_rows_path());
+        ProjectionStage po = define_projection(
+            "out_proj", merged, v_head_dim, heads, q_rows, bo.dim(0).extent(), packed_weights(wo_t),
+            bounded(bo), storage_type(precision), few_rows_path());
         output = po.result;
         // Its GPU schedule's wide weight loads need tiles at multiples of 4 features
         // (ProjectionResult::Output); attngen's runtime passes every output from feature 0.
@@ -437,8 +440,8 @@ class LinearGenerator : public AttngenGenerator<LinearGenerator> {
         }
         Func rows("x_rows");
         rows(d, g, n) = x_in(d, n);
-        ProjectionStage p = define_projection("linear", rows, in, 1, x.dim(1).extent(), w_t,
-                                              bias_clamped, Float(32));
+        ProjectionStage p = define_projection("linear", rows, in, 1, x.dim(1).extent(),
+                                              out_features, w_t, bias_clamped, Float(32));
         y = p.result;
 
         x.set_estimates({{0, kEstModel}, {0, kEstLen * kEstBatch}});
@@ -482,12 +485,14 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
 
     void generate() {
         const Expr len = key.dim(1).extent(), batch = key.dim(2).extent();
-        ProjectionStage pk = define_projection(
-            "k_proj", as_rows(bounded(key), len), key.dim(0).extent(), 1, len * batch,
-            packed_weights(wk_t), bounded(bk), storage_type(precision), few_rows_path());
-        ProjectionStage pv = define_projection(
-            "v_proj", as_rows(bounded(value), len), value.dim(0).extent(), 1, len * batch,
-            packed_weights(wv_t), bounded(bv), storage_type(precision), few_rows_path());
+        ProjectionStage pk =
+            define_projection("k_proj", as_rows(bounded(key), len), key.dim(0).extent(), 1,
+                              len * batch, bk.dim(0).extent(), packed_weights(wk_t), bounded(bk),
+                              storage_type(precision), few_rows_path());
+        ProjectionStage pv =
+            define_projection("v_proj", as_rows(bounded(value), len), value.dim(0).extent(), 1,
+                              len * batch, bv.dim(0).extent(), packed_weights(wv_t), bounded(bv),
+                              storage_type(precision), few_rows_path());
         Func kh = split_heads("k_heads", pk.result, head_dim, len);
         Func vh = split_heads("v_heads", pv.result, v_head_dim, len);
         Var l("l"), d("d"), c("c"), hk("hk"), b("b");
@@ -666,9 +671,10 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
     void generate() {
         const Target t = get_target();
         const Expr q_len = query.dim(1).extent(), batch = query.dim(2).extent();
-        ProjectionStage pq = define_projection(
-            "q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1, q_len * batch,
-            packed_weights(wq_t), bounded(bq), storage_type(precision), few_rows_path());
+        ProjectionStage pq =
+            define_projection("q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1,
+                              q_len * batch, bq.dim(0).extent(), packed_weights(wq_t), bounded(bq),
+                              storage_type(precision), few_rows_path());
         Func qh = split_heads("q_heads", pq.result, head_dim, q_len);
         Var l("l"), b("b");
         const Func n = bounded(lengths);
@@ -699,9 +705,9 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         Func merged("merged_heads");
         Var d("d"), g("g"), row("row");
         merged(d, g, row) = attention_out(d, row % q_len, g, row / q_len);
-        ProjectionStage po = define_projection("out_proj", merged, v_head_dim, num_heads,
-                                               q_len * batch, packed_weights(wo_t), bounded(bo),
-                                               storage_type(precision), few_rows_path());
+        ProjectionStage po = define_projection(
+            "out_proj", merged, v_head_dim, num_heads, q_len * batch, bo.dim(0).extent(),
+            packed_weights(wo_t), bounded(bo), storage_type(precision), few_rows_path());
         output = po.result;
         // Its GPU schedule's wide weight loads need tiles at multiples of 4 features
         // (ProjectionResult::Output); attngen's runtime passes every output from feature 0.

@@ -55,6 +55,10 @@ constexpr int kDecodeWideValueTile = 128;
 // Output panels (tile_o features each) per parallel task of a projection in row blocks:
 // 256 features with AVX-512's 4 x 16-float tiles, 3 tasks per row block at d_model 768.
 constexpr int kRowBlockOutputPanels = 4;
+// Row blocks kTallRowBlockFactor times taller for projections with at least
+// kTallRowBlockMinGroups groups of output panels (schedule_projection_cpu).
+constexpr int kTallRowBlockMinGroups = 8;
+constexpr int kTallRowBlockFactor = 4;
 
 // A projection whose input is at most this large makes panels of output features its parallel
 // tasks (schedule_projection_cpu): the input, and a panel of weights, then stay in L2 (1 MiB
@@ -419,14 +423,28 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // long-causal 28.0-35.8 against 27.6-30.3, bert-512 3.80-5.79 against 3.83-4.19,
     // bert-512-b8 29.2-39.6 against 29.9-33.4. 128 rows without the groups measured the same
     // as with them on these 2 cores; 32 rows with them, no better than without.
-    const int block_rows = knobs.gemm_row_tiles * tile_l;
+    // With outputs enough for kTallRowBlockMinGroups groups of panels, the groups alone keep
+    // the cores busy, and the row blocks are kTallRowBlockFactor times taller, so that weights
+    // too large for the last-level cache stream from memory fewer times.
+    // projection/llama3-8b-prefill (512 x 4096 x 4096, 64 MiB of weights, 16 groups), 2
+    // threads, Zen 5, scripts/ab_runs.py, 3 rounds, one 512-row block against four of 128:
+    // 45.9 -> 38.6 ms (1.19x), decode/llama3-8b-prefill 1.13x. At every size, bert-512 (3
+    // groups) lost 0.80x: one row block of 3 tasks on 2 threads.
     Var og("og"), task("task");
-    p.result.split(p.n, nb, nr, block_rows, TailStrategy::GuardWithIf)
-        .split(nr, no, ni, tile_l, TailStrategy::GuardWithIf)
-        .split(oo, og, oo, kRowBlockOutputPanels, TailStrategy::GuardWithIf)
-        .reorder(oi, ni, no, oo, og, nb)
-        .fuse(og, nb, task)
-        .parallel(task);
+    const auto row_blocks = [&](Stage s, int block_rows) {
+        s.split(p.n, nb, nr, block_rows, TailStrategy::GuardWithIf)
+            .split(nr, no, ni, tile_l, TailStrategy::GuardWithIf)
+            .split(oo, og, oo, kRowBlockOutputPanels, TailStrategy::GuardWithIf)
+            .reorder(oi, ni, no, oo, og, nb)
+            .fuse(og, nb, task)
+            .parallel(task);
+    };
+    const int block_rows = knobs.gemm_row_tiles * tile_l;
+    const int group_features = tile_o * kRowBlockOutputPanels;
+    const Expr groups = (p.out_features + group_features - 1) / group_features;
+    row_blocks(p.result.specialize(groups >= kTallRowBlockMinGroups),
+               kTallRowBlockFactor * block_rows);
+    row_blocks(p.result, block_rows);
 
     // The register tile: tile_o / vec vectors by tile_l rows of accumulators, with the
     // reduction outside it, so each step loads tile_o / vec weight vectors and broadcasts

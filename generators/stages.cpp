@@ -21,8 +21,8 @@ std::string type_name(const Type &t) {
 }  // namespace
 
 ProjectionStage define_projection(const std::string &name, const Func &x, const Expr &group_size,
-                                  const Expr &groups, const Expr &rows, const Func &w_t,
-                                  const Func &bias, const Type &storage,
+                                  const Expr &groups, const Expr &rows, const Expr &out_features,
+                                  const Func &w_t, const Func &bias, const Type &storage,
                                   const FewRowsPath &few_rows_path) {
     ProjectionStage p;
     p.acc = Func(name + "_acc");
@@ -30,6 +30,7 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
     p.weights = w_t;
     p.rows = rows;
     p.in_features = group_size * groups;
+    p.out_features = out_features;
     const Var &o = p.o, &n = p.n;
     const Expr row = clamp(n, 0, rows - 1);
     const bool as_bits = w_t.type() == UInt(16) && storage.bits() == 16;

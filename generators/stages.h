@@ -37,6 +37,7 @@ struct ProjectionStage {
     Halide::RDom r;
     Halide::Expr rows;         // rows of all batches
     Halide::Expr in_features;  // the reduction's extent: group_size * groups
+    Halide::Expr out_features;
     // With a FewRowsPath: for calls of at most few_rows rows, result is few_rows_sum,
     // bias(o) + the sum over u of split_acc(o, n, u), the products of features d = u (mod
     // FewRowsPath::split) within each group; a GPU block's threads then share one output's
@@ -62,8 +63,9 @@ struct FewRowsPath {
 };
 ProjectionStage define_projection(const std::string &name, const Halide::Func &x,
                                   const Halide::Expr &group_size, const Halide::Expr &groups,
-                                  const Halide::Expr &rows, const Halide::Func &w_t,
-                                  const Halide::Func &bias, const Halide::Type &storage,
+                                  const Halide::Expr &rows, const Halide::Expr &out_features,
+                                  const Halide::Func &w_t, const Halide::Func &bias,
+                                  const Halide::Type &storage,
                                   const FewRowsPath &few_rows_path = {});
 
 // round_operand in integer arithmetic, for kernels that take their weights as bits

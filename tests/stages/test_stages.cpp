@@ -290,8 +290,9 @@ struct ProjectionPipeline {
         const Expr in = x.dim(0).extent();
         const Expr size = group_size > 0 ? Expr(group_size) : in;
         x_rows(d, g, n) = x(g * size + d, n);
-        attngen::ProjectionStage p = attngen::define_projection(
-            "proj", x_rows, size, in / size, x.dim(1).extent(), w_t, bias, Float(32));
+        attngen::ProjectionStage p =
+            attngen::define_projection("proj", x_rows, size, in / size, x.dim(1).extent(),
+                                       bias.dim(0).extent(), w_t, bias, Float(32));
         attngen::schedule_projection_cpu(p, target, knobs, rows);
         result = p.result;
         result.compile_jit(target);
@@ -388,6 +389,26 @@ TEST(Projection, BlockedReductionOverInputFeatures) {
                     check_projection(groups, rows, group_size * groups_count, 67);
                 }
             }
+        }
+    }
+}
+
+// Projections with outputs for many groups of panels take row blocks 4x taller than
+// gemm_row_tiles says (schedule_projection_cpu), when their input is too large for the panel
+// tasks: rows on either side of a tall block, outputs past a whole group. Small tiles keep the
+// blocks and groups small; 24000 features make the input of 7 rows larger than the panel
+// tasks take (640 KiB), and keep every partial sum exact.
+TEST(Projection, TallRowBlocksForManyOutputPanels) {
+    attngen::CpuScheduleKnobs knobs;
+    knobs.gemm_vectors = 1, knobs.gemm_rows = 2, knobs.gemm_row_tiles = 1;
+    for (const Target &t : cpu_targets()) {
+        SCOPED_TRACE(t.to_string());
+        const attngen::CpuScheduleKnobs k = attngen::resolve_cpu_knobs(knobs, t);
+        const int tall_rows = 4 * k.gemm_rows * k.gemm_row_tiles;
+        const int group_features = 4 * k.gemm_vectors * t.natural_vector_size<float>();
+        ProjectionPipeline pipeline(t, attngen::ProjectionRows::Many, knobs);
+        for (int rows : {tall_rows - 1, tall_rows + 1}) {
+            check_projection(pipeline, rows, 24000, 8 * group_features + 1);
         }
     }
 }
