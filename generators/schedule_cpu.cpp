@@ -603,12 +603,13 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
     a.merged.update().vectorize(c, vec, TailStrategy::GuardWithIf);
 }
 
-void schedule_cache_rows_cpu(Func rows, const Expr &num_rows, const Target &target) {
+void schedule_cache_rows_cpu(Func rows, const Expr &num_rows, CacheRows layout,
+                             const Target &target) {
     const std::vector<Var> a = rows.args();  // (.., .., hk, b), a[0] innermost in memory
     Var hb("hb");
     rows.fuse(a[2], a[3], hb);
-    // Keys are stored positions innermost: one position is not a vector.
-    rows.specialize(num_rows == 1);
+    // A step's one position is not a vector.
+    if (layout == CacheRows::PositionsInnermost) rows.specialize(num_rows == 1);
     rows.vectorize(a[0], vector_width(target), TailStrategy::GuardWithIf);
     rows.specialize(num_rows > kSplitReductionMaxRows).parallel(hb);
 }

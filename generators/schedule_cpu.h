@@ -64,10 +64,11 @@ void schedule_rope_angles_cpu(Halide::Func angles, const Halide::Target &target,
 void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Halide::Target &target,
                                    const CpuScheduleKnobs &knobs);
 
-// The rows an append writes into the KV cache, (.., .., kv head, batch): in parallel over
-// (kv head, batch) only for more rows than a decoding step appends, whose few rows cost less
-// than waking the threads.
-void schedule_cache_rows_cpu(Halide::Func rows, const Halide::Expr &num_rows,
+// The rows an append writes into the KV cache, (.., .., kv head, batch), vectorized along
+// their first dimension: in parallel over (kv head, batch) only for more rows than a decoding
+// step appends, whose few rows cost less than waking the threads.
+enum class CacheRows { PositionsInnermost, FeaturesInnermost };  // keys, values
+void schedule_cache_rows_cpu(Halide::Func rows, const Halide::Expr &num_rows, CacheRows layout,
                              const Halide::Target &target);
 
 // Rotated heads (apply_rope) at root, one task per head and item. Inlined into the keys'

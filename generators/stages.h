@@ -35,9 +35,9 @@ struct ProjectionStage {
     Halide::Func weights;  // w_t as define_projection was given it, for a schedule to stage
     Halide::Var o{"o"}, n{"n"};
     Halide::RDom r;
-    Halide::Expr rows;         // rows of all batches
-    Halide::Expr in_features;  // the reduction's extent: group_size * groups
-    Halide::Expr out_features;
+    Halide::Expr rows;          // rows of all batches
+    Halide::Expr in_features;   // the reduction's extent: group_size * groups
+    Halide::Expr out_features;  // the bias's extent (the weights may be padded past it)
     // With a FewRowsPath: for calls of at most few_rows rows, result is few_rows_sum,
     // bias(o) + the sum over u of split_acc(o, n, u), the products of features d = u (mod
     // FewRowsPath::split) within each group; a GPU block's threads then share one output's
