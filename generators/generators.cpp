@@ -535,8 +535,8 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
         for (ProjectionStage *p : {&pk, &pv}) {
             schedule_projection_cpu(*p, t, cpu_knobs(), ProjectionRows::FewOrMany);
         }
-        schedule_cache_rows_cpu(k_rows, len * batch, CacheRows::PositionsInnermost, t);
-        schedule_cache_rows_cpu(v_rows, len * batch, CacheRows::FeaturesInnermost, t);
+        schedule_cache_rows_cpu(k_rows, len, batch, CacheRows::PositionsInnermost, t);
+        schedule_cache_rows_cpu(v_rows, len, batch, CacheRows::FeaturesInnermost, t);
     }
 };
 

@@ -603,15 +603,16 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
     a.merged.update().vectorize(c, vec, TailStrategy::GuardWithIf);
 }
 
-void schedule_cache_rows_cpu(Func rows, const Expr &num_rows, CacheRows layout,
+void schedule_cache_rows_cpu(Func rows, const Expr &positions, const Expr &items, CacheRows layout,
                              const Target &target) {
     const std::vector<Var> a = rows.args();  // (.., .., hk, b), a[0] innermost in memory
+    const int vec = vector_width(target);
     Var hb("hb");
     rows.fuse(a[2], a[3], hb);
-    // A step's one position is not a vector.
-    if (layout == CacheRows::PositionsInnermost) rows.specialize(num_rows == 1);
-    rows.vectorize(a[0], vector_width(target), TailStrategy::GuardWithIf);
-    rows.specialize(num_rows > kSplitReductionMaxRows).parallel(hb);
+    // A step's position per item is not a vector.
+    if (layout == CacheRows::PositionsInnermost) rows.specialize(positions < vec);
+    rows.vectorize(a[0], vec, TailStrategy::GuardWithIf);
+    rows.specialize(positions * items > kSplitReductionMaxRows).parallel(hb);
 }
 
 void schedule_rotated_heads_cpu(Func rotated, const Target &target) {

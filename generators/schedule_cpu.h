@@ -64,11 +64,13 @@ void schedule_rope_angles_cpu(Halide::Func angles, const Halide::Target &target,
 void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Halide::Target &target,
                                    const CpuScheduleKnobs &knobs);
 
-// The rows an append writes into the KV cache, (.., .., kv head, batch), vectorized along
-// their first dimension: in parallel over (kv head, batch) only for more rows than a decoding
-// step appends, whose few rows cost less than waking the threads.
+// The rows an append writes into the KV cache, (.., .., kv head, batch), `positions` for each
+// of `items`, vectorized along their first dimension (keys: when the positions fill a vector):
+// in parallel over (kv head, batch) only for more rows than a decoding step appends, whose few
+// rows cost less than waking the threads.
 enum class CacheRows { PositionsInnermost, FeaturesInnermost };  // keys, values
-void schedule_cache_rows_cpu(Halide::Func rows, const Halide::Expr &num_rows, CacheRows layout,
+void schedule_cache_rows_cpu(Halide::Func rows, const Halide::Expr &positions,
+                             const Halide::Expr &items, CacheRows layout,
                              const Halide::Target &target);
 
 // Rotated heads (apply_rope) at root, one task per head and item. Inlined into the keys'
