@@ -45,9 +45,6 @@ Type weight_buffer_type(Precision p, const Target &target) {
     return t.bits() == 16 && target.has_gpu_feature() ? UInt(16) : t;
 }
 
-// Where rotary() computes the rotated heads.
-enum class RotatedHeads { Root, InlineOnCpu };
-
 // Schedule knobs shared by every generator: a GeneratorParam per knob of schedule_knobs.h,
 // 0 (derived from the target) to its max, so a build (PARAMS) or the autotuner can set it.
 template <typename T>
@@ -108,8 +105,8 @@ class AttngenGenerator : public Generator<T> {
     // the weights and the autoschedulers use the one that materializes the probabilities.
     // Query head h reads key/value head h / group. The CPU flash kernel multiplies q . k and
     // probs x values in `products` (PackedScore); the others in float32.
-    // q and k rotated inline by rotary(..., RotatedHeads::InlineOnCpu) come with
-    // `unrotated`, true at run time when they are the projected heads as they are.
+    // q and k rotated by rotary() (inline on CPU targets) come with `unrotated`, true at run
+    // time when they are the projected heads as they are.
     Func attention(const Func &q, const Func &k, const Func &v, const Expr &dk, const Expr &dv,
                    const Expr &q_len, const Expr &kv_len, const Expr &group, const Expr &scale,
                    const MaskInputs &mask, Func *weights, const Type &products = Float(32),
@@ -146,12 +143,13 @@ class AttngenGenerator : public Generator<T> {
     }
 
     // heads(d, l, h, b) rotated at position(l, b), the angle table scheduled for the target.
-    // The rotated heads are computed at root, or with InlineOnCpu, on CPU targets, by the
-    // attention stages that pack the queries and keys (see attention()): at root without
-    // rotary positions they were a copy of the projections, 10% of the samples of a bfloat16
-    // forward at bert-512-b8 (perf).
+    // On CPU targets the rotated heads are left inline, computed by the stage that reads them:
+    // the attention stages that pack the queries and keys (see attention()), the decode
+    // kernel's query rows, the rows appended to a cache. At root without rotary positions they
+    // were a copy of the projections, 10% of the samples of a bfloat16 forward at bert-512-b8
+    // (perf), and in a decoding step a parallel loop of their own.
     Func rotary(const std::string &name, const Func &heads, const RopeInputs &rope,
-                const Func &position, RotatedHeads at = RotatedHeads::Root) {
+                const Func &position) {
         const RopeAngles angles = define_rope_angles(name + "_angles", rope, position);
         if (!this->using_autoscheduler()) {
             const Target t = this->get_target();
@@ -164,12 +162,8 @@ class AttngenGenerator : public Generator<T> {
             }
         }
         Func rotated = apply_rope(name, heads, rope, angles);
-        if (!this->using_autoscheduler()) {
-            if (this->get_target().has_gpu_feature()) {
-                schedule_rotated_heads_gpu(rotated);
-            } else if (at == RotatedHeads::Root) {
-                schedule_rotated_heads_cpu(rotated, this->get_target());
-            }
+        if (!this->using_autoscheduler() && this->get_target().has_gpu_feature()) {
+            schedule_rotated_heads_gpu(rotated);
         }
         return rotated;
     }
@@ -336,8 +330,8 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         Func q_position("q_position"), k_position("k_position");
         q_position(l, item) = l + (kv_len - q_len);
         k_position(l, item) = l;
-        Func qr = rotary("q_rotated", qh, rotation, q_position, RotatedHeads::InlineOnCpu);
-        Func kr = rotary("k_rotated", kh, rotation, k_position, RotatedHeads::InlineOnCpu);
+        Func qr = rotary("q_rotated", qh, rotation, q_position);
+        Func kr = rotary("k_rotated", kh, rotation, k_position);
         Func probs;
         // Bfloat16 handles multiply in bfloat16 through attention too (attngen_precision);
         // float16 ones in float32: x86 has no float16 dot product.
@@ -499,9 +493,8 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
         const Func first = bounded(positions);
         Func position("k_position");
         position(l, b) = first(b) + l;
-        // Rotated where k_rows transposes them for the cache, not in a loop of its own.
-        Func kr = rotary("k_rotated", kh, RopeInputs{rope, rotary_dim, bounded(rope_inv_freq)},
-                         position, RotatedHeads::InlineOnCpu);
+        Func kr =
+            rotary("k_rotated", kh, RopeInputs{rope, rotary_dim, bounded(rope_inv_freq)}, position);
         const Type stored = storage_type(precision);
         const Target t = get_target();
         // GPU kernels hold no 16-bit float type: the rounding to the format is integer arithmetic
@@ -680,10 +673,8 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         const Func n = bounded(lengths);
         Func position("q_position");
         position(l, b) = n(b) - q_len + l;
-        // Rotated where the decode kernel gathers its query rows (decode_q_rows), not in a
-        // parallel loop of its own (schedule_decode_attention_cpu's merge says why).
-        Func qr = rotary("q_rotated", qh, RopeInputs{rope, rotary_dim, bounded(rope_inv_freq)},
-                         position, RotatedHeads::InlineOnCpu);
+        Func qr =
+            rotary("q_rotated", qh, RopeInputs{rope, rotary_dim, bounded(rope_inv_freq)}, position);
 
         // The cache's elements as float32: on GPU targets a 16-bit format comes as its bits.
         const Type stored = storage_type(precision);

@@ -395,16 +395,13 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // A split reduction's result is the sum of its tasks' partial sums: a few rows by the
     // output features, each added kSplitReductionTasks times, less work than waking the
     // threads for it (see schedule_decode_attention_cpu's merge).
-    if (rows == ProjectionRows::FewOrMany) {
-        p.result.specialize(p.rows <= kSplitReductionMaxRows)
-            .split(p.n, no, ni, tile_l, TailStrategy::GuardWithIf)
-            .reorder(oi, ni, no, oo);
-    }
+    const auto panels = [&](Stage s) {
+        return s.split(p.n, no, ni, tile_l, TailStrategy::GuardWithIf).reorder(oi, ni, no, oo);
+    };
+    if (rows == ProjectionRows::FewOrMany)
+        panels(p.result.specialize(p.rows <= kSplitReductionMaxRows));
     const Expr input_bytes = cast<int64_t>(p.rows) * p.in_features * int(sizeof(float));
-    p.result.specialize(input_bytes <= Expr(kPanelTasksMaxInputBytes))
-        .split(p.n, no, ni, tile_l, TailStrategy::GuardWithIf)
-        .reorder(oi, ni, no, oo)
-        .parallel(oo);
+    panels(p.result.specialize(input_bytes <= Expr(kPanelTasksMaxInputBytes))).parallel(oo);
     // Otherwise rows go in blocks of gemm_row_tiles register tiles, with the blocks parallel and
     // the tiles of a block innermost: one tile_o-wide panel of weights (tile_o x in floats,
     // 192 KiB for 768 inputs) is read from L3 once per block and from L2 by the block's other
@@ -613,15 +610,6 @@ void schedule_cache_rows_cpu(Func rows, const Expr &positions, const Expr &items
     if (layout == CacheRows::PositionsInnermost) rows.specialize(positions < vec);
     rows.vectorize(a[0], vec, TailStrategy::GuardWithIf);
     rows.specialize(positions * items > kSplitReductionMaxRows).parallel(hb);
-}
-
-void schedule_rotated_heads_cpu(Func rotated, const Target &target) {
-    const std::vector<Var> a = rotated.args();  // (d, l, h, b)
-    Var hb("hb");
-    rotated.compute_root()
-        .fuse(a[2], a[3], hb)
-        .parallel(hb)
-        .vectorize(a[0], vector_width(target), TailStrategy::GuardWithIf);
 }
 
 void schedule_rope_angles_cpu(Func angles, const Target &target, const RopeInputs &rope) {

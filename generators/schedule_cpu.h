@@ -73,12 +73,6 @@ void schedule_cache_rows_cpu(Halide::Func rows, const Halide::Expr &positions,
                              const Halide::Expr &items, CacheRows layout,
                              const Halide::Target &target);
 
-// Rotated heads (apply_rope) at root, one task per head and item. Inlined into the keys'
-// transposing copy (a 16 x 16 tile, unrolled) or a query tile, the rotation's eight reads and
-// selects per element made the fused forward's generator 4x slower (8 s to 33 s) for a copy
-// that costs little: the heads are a small fraction of a call's data.
-void schedule_rotated_heads_cpu(Halide::Func rotated, const Halide::Target &target);
-
 // Packs a [out, in] weight into (o, f) order for a projection, at root.
 void schedule_weight_pack_cpu(Halide::Func pack, const Halide::Target &target);
 
