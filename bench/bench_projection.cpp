@@ -45,7 +45,8 @@ void BM_Projection(benchmark::State &state, Shape s, bool cold) {
     packed.pack(w.data(), b.data(), d, d);
     std::vector<float> y(size_t(rows) * d);
     attngen::rt::TensorBuffer<float, 2> x_buf(x.data(), {rows, d});
-    attngen::rt::TensorBuffer<float, 2> w_buf(packed.weight.data(), {d, packed.padded_out});
+    attngen::rt::TensorBuffer<float, 2> w_buf(packed.weight.data(),
+                                              {packed.panels(), packed.panel_size()});
     attngen::rt::TensorBuffer<float, 1> b_buf(packed.bias.data(), {packed.padded_out});
     attngen::rt::TensorBuffer<float, 2> y_buf(y.data(), {rows, d});
     // The first and last rows against a double-precision dot product, before any timing: a

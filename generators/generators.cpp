@@ -83,14 +83,22 @@ class AttngenGenerator : public Generator<T> {
     // weights of one input feature in one 16-byte load (schedule_projection_gpu), which Halide
     // emits only where it can prove the alignment: packed weights start a device allocation and
     // their rows are a multiple of kWeightPadding elements (runtime/packed_projection.h).
+    // The weights come in panels of kWeightPadding outputs (layout.h): the view below gives
+    // them to define_projection as (stored column, stored row).
     template <typename InputBuffer>
     Func packed_weights(InputBuffer &w) {
+        const Type storage = storage_type(static_cast<T *>(this)->precision);
         if (this->get_target().has_gpu_feature() && !this->using_autoscheduler()) {
             w.set_host_alignment(16);
             w.dim(0).set_min(0);
             w.dim(1).set_stride((w.dim(1).stride() / kWeightPadding) * kWeightPadding);
         }
-        return bounded(w);
+        const Func stored = bounded(w);
+        const int panel = weight_panel_columns(storage == BFloat(16));
+        Var column("column"), row("row");
+        Func view(stored.name() + "_columns");
+        view(column, row) = stored(row * panel + column % panel, column / panel);
+        return view;
     }
 
     // GPU projections of a few rows (decoding) get a second algorithm, a schedule of their own
@@ -363,7 +371,8 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
                     *p, gpu_knobs(),
                     p == &po ? ProjectionResult::Output : ProjectionResult::Inside);
             } else {
-                schedule_projection_cpu(*p, t, cpu_knobs());
+                schedule_projection_cpu(*p, t, cpu_knobs(), ProjectionRows::Many,
+                                        p == &po ? output.dim(0).extent() : Expr());
             }
         }
     }
@@ -414,24 +423,31 @@ class LinearGenerator : public AttngenGenerator<LinearGenerator> {
     GeneratorParam<bool> packed_weights{"packed_weights", false};
 
     Input<Buffer<float, 2>> x{"x"};        // (in, rows)
-    Input<Buffer<float, 2>> w{"w"};        // (in, out), or (padded out, in) when packed
+    Input<Buffer<float, 2>> w{"w"};        // (in, out), or packed: (in x 64, panels) (layout.h)
     Input<Buffer<float, 1>> bias{"bias"};  // (out), or (padded out) when packed
     Output<Buffer<float, 2>> y{"y"};       // (out, rows)
 
     void generate() {
         require_cpu_target();
-        const Expr in = x.dim(0).extent(), out_features = w.dim(1).extent();
+        const Expr in = x.dim(0).extent();
+        const Expr out_features = packed_weights ? bias.dim(0).extent() : w.dim(1).extent();
         Var o("o"), f("f"), d("d"), g("g"), n("n");
         Func w_t("w_t");
         const Func w_in = bounded(w), bias_in = bounded(bias), x_in = bounded(x);
         Func bias_clamped("bias_clamped");
+        // Either way the projection reads weights in panels of kWeightPadding outputs
+        // (layout.h); unpacked ones are packed so first.
+        constexpr int panel = kWeightPadding;
+        Func panels("w_panels");
+        Var column("column"), pn("pn");
         if (packed_weights) {
-            w_t(o, f) = w_in(o, f);
             bias_clamped(o) = bias_in(o);
         } else {
-            w_t(o, f) = w_in(f, clamp(o, 0, out_features - 1));
+            panels(column, f, pn) = w_in(f, clamp(pn * panel + column, 0, out_features - 1));
             bias_clamped(o) = bias_in(clamp(o, 0, out_features - 1));
         }
+        w_t(o, f) = packed_weights ? w_in(f * panel + o % panel, o / panel)
+                                   : panels(o % panel, f, o / panel);
         Func rows("x_rows");
         rows(d, g, n) = x_in(d, n);
         ProjectionStage p = define_projection("linear", rows, in, 1, x.dim(1).extent(),
@@ -443,8 +459,9 @@ class LinearGenerator : public AttngenGenerator<LinearGenerator> {
         bias.set_estimates({{0, kEstModel}});
         y.set_estimates({{0, kEstModel}, {0, kEstLen * kEstBatch}});
         if (!using_autoscheduler()) {
-            if (!packed_weights) schedule_weight_pack_cpu(w_t, get_target());
-            schedule_projection_cpu(p, get_target(), cpu_knobs());
+            if (!packed_weights) schedule_weight_pack_cpu(panels, get_target());
+            schedule_projection_cpu(p, get_target(), cpu_knobs(), ProjectionRows::Many,
+                                    y.dim(0).extent());
         }
     }
 };
@@ -730,7 +747,8 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
             return;
         }
         schedule_projection_cpu(pq, t, cpu_knobs(), ProjectionRows::FewOrMany);
-        schedule_projection_cpu(po, t, cpu_knobs(), ProjectionRows::FewOrMany);
+        schedule_projection_cpu(po, t, cpu_knobs(), ProjectionRows::FewOrMany,
+                                output.dim(0).extent());
     }
 
   private:

@@ -243,58 +243,92 @@ constexpr int kDecodeSerialMergeSplits = 8;
 constexpr int kSplitReductionTasks = 16;
 // Input features per unrolled step of a split reduction's task.
 constexpr int kSplitReductionUnroll = 8;
-// Output vectors per step of a split reduction's task: independent sums, so that a step is not
-// one chain of dependent FMAs. A 1-row 4096 x 4096 projection (JIT experiment, 2 threads,
-// weights filled) read float32 weights at 26.2 GB/s with one vector and 29.7 with two (29.5
-// with four), bfloat16 weights at 34.0 and 48.5 GB/s (43.9).
-constexpr int kSplitReductionVectors = 2;
+// At most this many vectors of partial sums per row of a split reduction's register tile: a
+// panel of kWeightPadding outputs is 4 AVX-512 vectors; AVX2 and SSE tiles take part of one.
+constexpr int kSplitReductionTileVectors = 4;
+// Rows of a split reduction's register tile, for calls of at least as many rows (fewer go one
+// row at a time), on targets with 32 vector registers (16 take half as many): each run of
+// weights read from memory serves this many rows.
+constexpr int kSplitReductionTileRows = 4;
 
 // Few rows (decoding): the reduction over input features is split into kSplitReductionTasks
 // parallel tasks, each over a contiguous range of input features and every output feature,
-// and the tasks' partial sums are added at the end. The weights are stored (f, o) with o
-// innermost, so a task reads one contiguous run of memory from start to end. With tasks over
-// panels of output features instead (the schedule below), a 1-row projection read 256 bytes
-// of every 16 KiB weight row per task, and ran at 7-10 GB/s where the split ran at 14-21 GB/s
-// (4096 x 4096, rows 1, JIT experiment, 1 and 2 threads). Only the rows asked for are
-// computed: a register tile's rows past the last one, products of a repeated row, took 2.3x
-// the time at 1 row of 4 in the same experiment. Each step of a task adds
-// kSplitReductionUnroll features' products to kSplitReductionVectors vectors of partial sums,
-// which stay in registers across them.
-void schedule_split_reduction(ProjectionStage &p, int vec) {
+// and the tasks' partial sums are added at the end. Tasks over panels of output features
+// instead (each panel is contiguous, layout.h) would each read one stream, but a 1-row
+// 4096 x 4096 projection then has only 64 panels to share among the cores, and with weights
+// stored as [in, out] rows that schedule read 7-10 GB/s where the split read 14-21 GB/s (JIT
+// experiment, 1 and 2 threads). Only the rows asked for are computed: a register tile's rows
+// past the last one, products of a repeated row, took 2.3x the time at 1 row of 4 in the same
+// experiment.
+// A task takes its panels one at a time (layout.h), and in each panel a register tile of
+// kSplitReductionTileRows rows at a time (one row for calls of fewer): its features of the
+// panel are one contiguous run of memory, read front to back into the tile, whose partial sums
+// stay in registers across the run. Further tiles of rows read the run again, from L2.
+// Against the [in, out] rows that the weights were stored as before, with all outputs in each
+// step (scripts/ab_runs.py, 3 rounds, AVX-512, 2 threads, Zen 5): decode/gpt2-decode 1.15x,
+// llama3-8b-decode 1.34x, its batch of 8 1.03x; bfloat16 1.04x, 1.10x, 1.02x. With the panels
+// inside the step loop (each step of kSplitReductionUnroll features adding to every output),
+// a step touched all 64 panels of 4096 outputs, and llama3-8b-decode took 1.14x the time of
+// the [in, out] rows; with the panels outside it but the sums in memory, 1.25-1.9x.
+void schedule_split_reduction(ProjectionStage &p, const Target &target) {
+    const int vec = vector_width(target);
+    const int tile_rows =
+        wide_register_file(target) ? kSplitReductionTileRows : kSplitReductionTileRows / 2;
     Stage few = p.acc.update().specialize(p.rows <= kSplitReductionMaxRows);
-    RVar f("f"), task_r("task_r"), fi("fi"), fo("fo"), fu("fu");
+    RVar task_r("task_r"), within("within"), fo("fo"), fu("fu");
     Var task("task"), ov("ov"), ol("ol");
-    // Bfloat16 weights come in pairs of features (ProjectionStage::paired): the tasks split
-    // the pairs, and a step takes kSplitReductionUnroll features as half as many pairs.
+    // The tasks split the flat features f = g * group_size + d (rows of the weights, contiguous
+    // within a panel) without dividing f by the run-time group size, which fusing (d, g) took
+    // at every step: one group (an input projection) splits d, several (the output projection,
+    // over heads) split g, and bfloat16 weights (ProjectionStage::paired) split their pairs of
+    // flat features. A step takes kSplitReductionUnroll features (as half as many pairs).
+    const bool split_groups = !p.paired && !Internal::is_const_one(p.groups);
+    const RVar split = p.paired || split_groups ? p.r.y : p.r.x;
     const int step = p.paired ? kSplitReductionUnroll / 2 : kSplitReductionUnroll;
-    const Expr reduction = p.paired ? (p.in_features + 1) / 2 : p.in_features;
-    const int per_round = kSplitReductionTasks * step;
-    const Expr per_task = (reduction + per_round - 1) / per_round * step;
-    if (p.paired) {
-        few.split(p.r.y, task_r, fi, per_task, TailStrategy::GuardWithIf);
-    } else {
-        few.fuse(p.r.x, p.r.y, f).split(f, task_r, fi, per_task, TailStrategy::GuardWithIf);
-    }
+    const Expr extent = p.paired       ? (p.in_features + 1) / 2
+                        : split_groups ? p.groups
+                                       : p.in_features;
+    const int granule = split_groups ? 1 : step;
+    const int per_round = kSplitReductionTasks * granule;
+    const Expr per_task = (extent + per_round - 1) / per_round * granule;
+    few.split(split, task_r, within, per_task, TailStrategy::GuardWithIf);
     Func partial = few.rfactor(task_r, task);
     few.vectorize(p.o, vec);  // the sum over tasks
     // Zeroing the partial sums (rows x out floats per task) costs less than waking the threads.
-    partial.compute_root().vectorize(p.o, vec, TailStrategy::GuardWithIf);
-    Var ovo("ovo"), ovi("ovi");
+    // Every task covers whole panels: the weights are padded to them, and the sum over tasks
+    // reads only the outputs it needs.
+    const int tile = std::min(kWeightPadding, kSplitReductionTileVectors * vec);
+    Func sums = partial.in();
+    Var oo("oo"), oi("oi"), no("no"), ni("ni");
+    sums.compute_root().align_bounds(p.o, kWeightPadding);
+    const auto tiles = [&](Stage s, int rows, TailStrategy tail) {
+        s.split(p.o, oo, oi, tile, TailStrategy::RoundUp)
+            .split(p.n, no, ni, rows, tail)
+            .reorder(oi, ni, no, oo, task)
+            .vectorize(oi, vec)
+            .parallel(task);
+    };
+    tiles(sums.specialize(p.rows >= tile_rows), tile_rows, TailStrategy::ShiftInwards);
+    tiles(sums, 1, TailStrategy::RoundUp);
+    partial.compute_at(sums, no).bound_extent(p.o, tile).vectorize(p.o, vec).unroll(p.o).unroll(
+        p.n);
     Stage steps = partial.update()
-                      .split(fi, fo, fu, step, TailStrategy::GuardWithIf)
-                      .split(p.o, ov, ol, vec, TailStrategy::GuardWithIf)
-                      .split(ov, ovo, ovi, kSplitReductionVectors, TailStrategy::GuardWithIf);
+                      .split(split_groups ? p.r.x : within, fo, fu, step, TailStrategy::GuardWithIf)
+                      .split(p.o, ov, ol, vec);
     if (p.paired) {
         // Not the pair as vdpbf16ps lanes here, as the matrix product below does: inside this
         // parallel task loop Halide 21 did not match the pattern and reduced the pairs with
         // scalar shuffles (2.9 GB/s in a JIT experiment, a 1-row 4096 x 4096 bfloat16
         // projection; the same loops serial did emit vdpbf16ps). Pairs as two loads of a
         // vector each: 36.4 GB/s there.
-        steps.reorder(ol, p.r.x, ovi, fu, p.n, ovo, fo, task).vectorize(ol).unroll(p.r.x);
+        steps.reorder(ol, p.r.x, ov, p.n, fu, fo).vectorize(ol).unroll(p.r.x);
+    } else if (split_groups) {
+        // A task's groups outermost: each is one contiguous run of its panel.
+        steps.reorder(ol, ov, p.n, fu, fo, within).vectorize(ol);
     } else {
-        steps.reorder(ol, ovi, fu, p.n, ovo, fo, task).vectorize(ol);
+        steps.reorder(ol, ov, p.n, fu, fo).vectorize(ol);
     }
-    steps.unroll(ovi).unroll(fu).parallel(task);
+    steps.unroll(ov).unroll(p.n).unroll(fu);
 }
 
 }  // namespace
@@ -349,7 +383,8 @@ CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
 }
 
 void schedule_projection_cpu(ProjectionStage &p, const Target &target,
-                             const CpuScheduleKnobs &requested, ProjectionRows rows) {
+                             const CpuScheduleKnobs &requested, ProjectionRows rows,
+                             const Expr &output_features) {
     const CpuScheduleKnobs knobs = resolve_cpu_knobs(requested, target);
     const int vec = vector_width(target);
     const int tile_o = knobs.gemm_vectors * vec;
@@ -377,11 +412,19 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     }
     // Before the matrix-product schedule below: a specialization starts from a copy of the
     // stage's schedule as it is when specialized.
-    if (rows == ProjectionRows::FewOrMany) schedule_split_reduction(p, vec);
+    if (rows == ProjectionRows::FewOrMany) schedule_split_reduction(p, target);
 
     Var oo("oo"), oi("oi"), no("no"), ni("ni"), nb("nb"), nr("nr");
     // Exact tails on the result (it may be an output); the accumulator always covers a whole
     // register tile, which is safe because weights are padded and input rows are clamped.
+    // Tiles from a multiple of kWeightPadding read their weights within one panel (layout.h),
+    // as dense vectors; from a start Halide cannot see, the panel of every output was a
+    // division and each load a gather (7x the time, projection/bert-128).
+    if (output_features.defined()) {
+        p.result.bound(p.o, 0, output_features);
+    } else {
+        p.result.align_bounds(p.o, kWeightPadding);
+    }
     p.result.compute_root()
         .split(p.o, oo, oi, tile_o, TailStrategy::GuardWithIf)
         .vectorize(oi, vec, TailStrategy::GuardWithIf);
@@ -452,10 +495,14 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // L2's size, and every tile streamed it from L3. JIT, 2 threads, Zen 4 (FMA peak about
     // 220 GFLOP/s), rows x in x out: 512 x 4096 x 4096 went from 81 to 151 GFLOP/s with blocks
     // of 256 (144 with 512, 116 with 1024), 512 x 768 x 768 from 185 to 212.
-    // Weights stored in contiguous panels of 64 outputs (one page per 4 rows of a panel, not one
-    // per row) reached 201 at 4096, but the split reduction below read them 1.4x slower than
-    // rows of [in, out] at one row, so the layout stays, and each block of a panel is copied
-    // contiguous at run time instead (the panel copy below).
+    // The weights come in panels of kWeightPadding outputs (layout.h), so a tile's block of
+    // its panel is one contiguous run, read front to back by every tile of the task. Before,
+    // as rows of [in, out], each block of a panel was first copied together per task (each
+    // step of a tile in place read a new row, 3 to 16 KiB on), and perf put 8-15% of a
+    // projection's samples on that copy. With the panels read in place: projection/<shape>,
+    // scripts/ab_runs.py, 3 rounds, AVX-512, 2 threads, Zen 5 (branch exp/panel-major):
+    // bert-128 1.04x, bert-512 1.09x, bert-512-b8 1.10x, gpt2-causal 1.11x, llama3-8b-prefill
+    // 1.05x; with caches evicted first, 1.05-1.10x.
     // The rows are rounded up to a whole tile by the stages' own splits, not bounded on the
     // Func: the split reduction's sum over tasks (a specialization of the update, without the
     // split) then asks its partial sums for only the rows the call has.
@@ -487,20 +534,6 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
         .vectorize(ol)
         .unroll(ov)
         .unroll(nl);
-    // Per block of the reduction, the panel's weights for that block are copied into one
-    // contiguous buffer, which every register tile of the task then reads front to back. Read
-    // in place, each step of a tile loaded tile_o floats from its own row of the weights (3 or
-    // 4 KiB apart at d_model 768 or 1024): a new page every step, which the prefetchers do not
-    // follow, and for 1024 every row in the same L1 set. The AVX2 variant (2 x 6 tiles of 8
-    // floats, one cache line per step) gained most: projection/<shape> under
-    // ATTNGEN_CPU_DISPATCH=avx2, medians of 3 interleaved rounds, 2 threads, Zen 4:
-    // long-causal 61.9 -> 34.7 ms, gpt2-causal 11.6 -> 8.2, bert-512 6.3 -> 4.5, bert-128
-    // 1.45 -> 1.00. The AVX-512 variant, measured with 2 x 6 tiles of 16 floats (whose FMAs
-    // Zen 4 splits in two, so half the steps per cycle), was level within the noise: 4 rounds,
-    // ratios of 0.81-1.60 per shape; with its tuned 4 x 4 tiles the copy was not measured
-    // apart. The copy is one load and store per weight per block of rows.
-    Func panel = p.weights.in(tile_sums);
-    panel.compute_at(p.acc, p.paired ? yo : xo).vectorize(panel.args().front(), vec);
     tile_sums.compute_at(p.acc, nt)
         .bound_extent(p.o, tile_o)
         .bound_extent(p.n, tile_l)
@@ -629,14 +662,15 @@ void schedule_weight_pack_cpu(Func pack, const Target &target) {
     // runs) went from 0.51 to 0.24 ms at tutorial-cross and 1.22 to 0.93 ms at bert-128 with
     // the tiles. The staged transpose of schedule_transpose measured slower here (1.84 ms at
     // bert-128).
-    const Var o = pack.args()[0], f = pack.args()[1];
+    const Var o = pack.args()[0], f = pack.args()[1], panel = pack.args()[2];
     const int vec = vector_width(target);
-    Var oo("oo"), fo("fo"), oi("oi"), fi("fi");
+    Var oo("oo"), fo("fo"), oi("oi"), fi("fi"), task("task");
     pack.compute_root()
         .tile(o, f, oo, fo, oi, fi, vec, vec, TailStrategy::GuardWithIf)
         .vectorize(oi)
         .unroll(fi)
-        .parallel(fo);
+        .fuse(fo, panel, task)
+        .parallel(task);
 }
 
 void schedule_attention_cpu(AttentionStage &a, const Target &target,

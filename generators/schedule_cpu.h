@@ -34,10 +34,14 @@ Halide::Expr flash_query_block(const CpuScheduleKnobs &knobs, const Halide::Targ
 // reading the weights; elsewhere rows are many and it is a matrix product.
 enum class ProjectionRows { Many, FewOrMany };
 
-// Schedules result (compute_root, or a pipeline output) and its accumulator.
+// Schedules result (compute_root, or a pipeline output) and its accumulator. A result that is
+// the pipeline's output passes its buffer's feature count (output_features), which the
+// caller's buffer must then start at 0 and hold exactly; other results are computed over
+// whole panels of weights (layout.h).
 void schedule_projection_cpu(ProjectionStage &p, const Halide::Target &target,
                              const CpuScheduleKnobs &knobs,
-                             ProjectionRows rows = ProjectionRows::Many);
+                             ProjectionRows rows = ProjectionRows::Many,
+                             const Halide::Expr &output_features = Halide::Expr());
 
 // Schedules the attention stages. a.out must be computed at root (it is either a pipeline
 // output or the input of the output projection); when weights_output is true, a.probs is a

@@ -122,7 +122,8 @@ void schedule_few_rows_gpu(ProjectionStage &p) {
         .reorder(tx, p.r_split.x, p.r_split.y, p.n, to, p.u)
         .gpu_threads(to, p.u)
         .unroll(tx);
-    p.weights.in(p.split_acc).compute_at(p.split_acc, p.r_split.x).vectorize(_0).unroll(_1);
+    const std::vector<Var> w = p.weights.args();  // (column, row)
+    p.weights.in(p.split_acc).compute_at(p.split_acc, p.r_split.x).vectorize(w[0]).unroll(w[1]);
 }
 
 }  // namespace
@@ -166,13 +167,18 @@ void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &request
     p.acc.compute_at(p.result, ot);
     register_tile(p.acc, p.o, p.n, {p.r.x, p.r.y}, tile, kProjectionUnroll);
     // Each reduction step's weights for the tile's outputs in one wide load, which needs tiles
-    // to start at a multiple of the tile: the realized features of a stage are widened to one
-    // (the padded weights cover the few extra), an output's start at 0 (the generator's
-    // constraint). Bfloat16 pairs interleave two input features per output, so a step's
-    // weights are not one dense vector there; they stay scalar loads.
-    if (where == ProjectionResult::Inside) p.result.align_bounds(p.o, tile);
+    // to start at a multiple of the tile, within one panel of weights (layout.h): the realized
+    // features of a stage are widened to whole panels (the padded weights cover the extra), an
+    // output's start at 0 (the generator's constraint). Bfloat16 pairs interleave two input
+    // features per output, so a step's weights are not one dense vector there; they stay scalar
+    // loads.
+    if (where == ProjectionResult::Inside) p.result.align_bounds(p.o, kWeightPadding);
     if (!p.paired) {
-        p.weights.in(p.acc).compute_at(p.acc, RVar(p.r.x.name() + "_i")).vectorize(_0).unroll(_1);
+        const std::vector<Var> w = p.weights.args();  // (column, row)
+        p.weights.in(p.acc)
+            .compute_at(p.acc, RVar(p.r.x.name() + "_i"))
+            .vectorize(w[0])
+            .unroll(w[1]);
     }
 }
 

@@ -30,6 +30,7 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
     p.weights = w_t;
     p.rows = rows;
     p.in_features = group_size * groups;
+    p.groups = groups;
     p.out_features = out_features;
     const Var &o = p.o, &n = p.n;
     const Expr row = clamp(n, 0, rows - 1);

@@ -37,6 +37,7 @@ struct ProjectionStage {
     Halide::RDom r;
     Halide::Expr rows;          // rows of all batches
     Halide::Expr in_features;   // the reduction's extent: group_size * groups
+    Halide::Expr groups;        // of the input's features (heads, or 1)
     Halide::Expr out_features;  // the bias's extent (the weights may be padded past it)
     // With a FewRowsPath: for calls of at most few_rows rows, result is few_rows_sum,
     // bias(o) + the sum over u of split_acc(o, n, u), the products of features d = u (mod

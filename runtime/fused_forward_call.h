@@ -31,10 +31,11 @@ struct ProjectionBuffers {
     explicit ProjectionBuffers(const PackedProjection &p, bool as_bits = false)
         : bias(p.bias.data(), {p.padded_out}) {
         if (p.precision == ATTNGEN_PRECISION_F32) {
-            float_weight.emplace(p.weight.data(), std::array<int32_t, 2>{p.in, p.padded_out});
+            float_weight.emplace(p.weight.data(),
+                                 std::array<int32_t, 2>{p.panels(), p.panel_size()});
         } else {
             half_weight.emplace(p.weight_bits.data(),
-                                std::array<int32_t, 2>{p.stored_rows(), p.stored_columns()},
+                                std::array<int32_t, 2>{p.panels(), p.panel_size()},
                                 std::array<bool, 2>{}, stored_element_type(p.precision, as_bits));
         }
     }

@@ -1,5 +1,5 @@
-// A projection weight as the fused kernels take it: transposed to [in, out] with out
-// zero-padded (see layout.h), plus its padded bias. Header-only: installed (attngen/detail/)
+// A projection weight as the fused kernels take it: transposed, with out zero-padded, in
+// panels of outputs (see layout.h), plus its padded bias. Header-only: installed (attngen/detail/)
 // for kernels made by attngen_add_library.
 #ifndef ATTNGEN_RUNTIME_PACKED_PROJECTION_H
 #define ATTNGEN_RUNTIME_PACKED_PROJECTION_H
@@ -19,9 +19,9 @@ namespace attngen::rt {
 struct PackedProjection {
     int32_t in = 0, out = 0, padded_out = 0;
     attngen_precision precision = ATTNGEN_PRECISION_F32;
-    std::vector<float> weight;  // [in, padded_out], float32 weights
-    // Otherwise the bits: float16 [in, padded_out]; bfloat16 in pairs of input features,
-    // [ceil(in / 2), padded_out, 2], the odd count's last pair completed with 0 (the
+    std::vector<float> weight;  // float32 weights, [panels, in, kWeightPadding]
+    // Otherwise the bits: float16 likewise; bfloat16 in pairs of input features,
+    // [panels, ceil(in / 2), kWeightPadding, 2], the odd count's last pair completed with 0 (the
     // projections reduce each pair in one lane of vdpbf16ps: ProjectionStage::paired).
     std::vector<uint16_t> weight_bits;
     std::vector<float> bias;  // [padded_out], float32 in every precision
@@ -48,21 +48,33 @@ struct PackedProjection {
             for (int32_t i = 0; i < in; ++i) {
                 const float x = w[size_t(o) * in + i];
                 if (p == ATTNGEN_PRECISION_F32) {
-                    weight[size_t(i) * padded_out + o] = x;
+                    weight[stored_index(o, i)] = x;
                 } else if (p == ATTNGEN_PRECISION_BF16) {
-                    weight_bits[size_t(i / 2) * stored_columns() + 2 * o + i % 2] = to_bfloat16(x);
+                    weight_bits[stored_index(2 * o + i % 2, i / 2)] = to_bfloat16(x);
                 } else {
-                    weight_bits[size_t(i) * padded_out + o] = to_float16(x);
+                    weight_bits[stored_index(o, i)] = to_float16(x);
                 }
             }
             if (b != nullptr) bias[o] = b[o];
         }
     }
 
-    // The stored weights as a 2-D buffer [stored_rows, stored_columns].
+    // Weight rows (input features, or pairs of them) and columns (outputs, or both features of
+    // a pair of each), as the kernels index them.
     int32_t stored_rows() const { return precision == ATTNGEN_PRECISION_BF16 ? (in + 1) / 2 : in; }
     int32_t stored_columns() const {
         return precision == ATTNGEN_PRECISION_BF16 ? 2 * padded_out : padded_out;
+    }
+    // Stored in panels of kWeightPadding outputs (layout.h): the kernels take the weights as a
+    // 2-D buffer [panels, rows x panel columns].
+    int32_t panel_columns() const {
+        return weight_panel_columns(precision == ATTNGEN_PRECISION_BF16);
+    }
+    int32_t panels() const { return stored_columns() / panel_columns(); }
+    int32_t panel_size() const { return stored_rows() * panel_columns(); }
+    size_t stored_index(int32_t column, int32_t row) const {
+        return (size_t(column / panel_columns()) * stored_rows() + row) * panel_columns() +
+               column % panel_columns();
     }
 
     // Bytes the packed weights and bias occupy.

@@ -44,10 +44,12 @@ TEST(Decode, PromptThenSteps) {
 }
 
 // Projections of up to 8 rows split their reduction over input features into parallel tasks
-// (schedule_cpu.cpp); 130 features make tasks of 12 with a last one of 10, and prompts of 7, 8
-// and 9 rows fall on either side of the split's row limit.
+// (schedule_cpu.cpp, schedule_split_reduction): 130 features make tasks of 16 with a last one of
+// 2, and the output projection's tasks take a head each. Their register tiles are 4 rows (2 on
+// 16-register targets), from calls of as many rows, the last tile shifted in: prompts of 1 to 5
+// rows fall on either side of the tile, 7, 8 and 9 on either side of the split's row limit.
 TEST(Decode, PromptsAroundTheSplitReductionsRowLimit) {
-    for (int prompt : {7, 8, 9}) {
+    for (int prompt : {1, 2, 3, 4, 5, 7, 8, 9}) {
         DecodeAndCheck(Model(130, 2).num_kv_heads(1), prompt + 2, prompt, prompt + 2);
         DecodeAndCheck(Model(130, 5).rope(ATTNGEN_ROPE_HALF), prompt + 2, prompt, prompt + 2);
     }
