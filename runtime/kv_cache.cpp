@@ -258,7 +258,8 @@ static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t
     ATTNGEN_RETURN_IF_ERROR(require_positive(max_batch, "max_batch"));
     ATTNGEN_RETURN_IF_ERROR(require_positive(max_len, "max_len"));
     const ResolvedConfig &cfg = m->config;
-    const int32_t blocks = (max_len + kCacheKeyBlock - 1) / kCacheKeyBlock;
+    // In 64 bits: max_len may be INT32_MAX (the fuzzer found the 32-bit sum's overflow).
+    const auto blocks = int32_t((int64_t(max_len) + kCacheKeyBlock - 1) / kCacheKeyBlock);
     ATTNGEN_RETURN_IF_ERROR(require_addressable(
         "the cache's keys", {max_batch, cfg.num_kv_heads, blocks, cfg.head_dim, kCacheKeyBlock},
         4));

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <attngen/attngen.hpp>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -258,6 +259,7 @@ TEST_F(DecodeErrors, NullsAndBadCreateArguments) {
     EXPECT_EQ(attngen_kv_cache_create(model_.handle(), 0, 1, &c), ATTNGEN_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(attngen_kv_cache_create(model_.handle(), 1, -1, &c), ATTNGEN_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(attngen_kv_cache_create(model_.handle(), 1 << 20, 1 << 20, &c), ATTNGEN_ERROR_SHAPE);
+    EXPECT_EQ(attngen_kv_cache_create(model_.handle(), 1, INT32_MAX, &c), ATTNGEN_ERROR_SHAPE);
     EXPECT_EQ(c, nullptr);
     EXPECT_EQ(attngen_kv_cache_reset(cache_.get(), 2), ATTNGEN_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(attngen_kv_cache_reset(nullptr, 0), ATTNGEN_ERROR_INVALID_ARGUMENT);
