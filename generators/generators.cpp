@@ -93,12 +93,7 @@ class AttngenGenerator : public Generator<T> {
             w.dim(0).set_min(0);
             w.dim(1).set_stride((w.dim(1).stride() / kWeightPadding) * kWeightPadding);
         }
-        const Func stored = bounded(w);
-        const int panel = weight_panel_columns(storage == BFloat(16));
-        Var column("column"), row("row");
-        Func view(stored.name() + "_columns");
-        view(column, row) = stored(row * panel + column % panel, column / panel);
-        return view;
+        return weight_panel_view(bounded(w), weight_panel_columns(storage == BFloat(16)));
     }
 
     // GPU projections of a few rows (decoding) get a second algorithm, a schedule of their own
@@ -446,8 +441,8 @@ class LinearGenerator : public AttngenGenerator<LinearGenerator> {
             panels(column, f, pn) = w_in(f, clamp(pn * panel + column, 0, out_features - 1));
             bias_clamped(o) = bias_in(clamp(o, 0, out_features - 1));
         }
-        w_t(o, f) = packed_weights ? w_in(f * panel + o % panel, o / panel)
-                                   : panels(o % panel, f, o / panel);
+        w_t(o, f) =
+            packed_weights ? weight_panel_view(w_in, panel)(o, f) : panels(o % panel, f, o / panel);
         Func rows("x_rows");
         rows(d, g, n) = x_in(d, n);
         ProjectionStage p = define_projection("linear", rows, in, 1, x.dim(1).extent(),

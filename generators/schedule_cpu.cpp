@@ -417,13 +417,13 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     Var oo("oo"), oi("oi"), no("no"), ni("ni"), nb("nb"), nr("nr");
     // Exact tails on the result (it may be an output); the accumulator always covers a whole
     // register tile, which is safe because weights are padded and input rows are clamped.
-    // Tiles from a multiple of kWeightPadding read their weights within one panel (layout.h),
-    // as dense vectors; from a start Halide cannot see, the panel of every output was a
-    // division and each load a gather (7x the time, projection/bert-128).
-    // Results inside a pipeline cover whole panels from 0, a bound with a constant start:
-    // aligned (align_bounds) from a start that bounds inference derives, the register tiles
-    // of the bfloat16 key projection were indexed by run-time offsets that are constant only
-    // modulo that start, and LLVM kept the tile in memory (mha_forward_bf16/bert-128 0.81x).
+    // Tiles start at 0 or a multiple of kWeightPadding, so each reads its weights within one
+    // panel (layout.h) as dense vectors: from a start Halide cannot see, the panel of every
+    // output was a division and each load a gather (7x the time, projection/bert-128). Results
+    // inside a pipeline cover whole panels from 0. Aligned instead (align_bounds) from the
+    // start that bounds inference derives, the bfloat16 key projection's register tiles were
+    // indexed by offsets constant only modulo that start, and LLVM kept them in memory
+    // (mha_forward_bf16/bert-128 0.81x).
     const Expr padded_features =
         (p.out_features + kWeightPadding - 1) / kWeightPadding * kWeightPadding;
     p.result.bound(p.o, 0, output_features.defined() ? output_features : padded_features);

@@ -118,6 +118,14 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
     return p;
 }
 
+Func weight_panel_view(const Func &stored, int panel_columns) {
+    Var column("column"), row("row");
+    Func view(stored.name() + "_columns");
+    view(column, row) =
+        stored(row * panel_columns + column % panel_columns, column / panel_columns);
+    return view;
+}
+
 Expr storage_bits_as_float(const Expr &bits, const Type &storage) {
     const Expr u = cast<uint32_t>(bits);
     if (storage == BFloat(16)) return reinterpret<float>(u << 16);

@@ -73,6 +73,11 @@ ProjectionStage define_projection(const std::string &name, const Halide::Func &x
 // (storage_bits_as_float): the same values, with no 16-bit float type in the kernel.
 Halide::Expr round_operand_bits(const Halide::Expr &x, const Halide::Type &type);
 
+// Weights stored in panels of panel_columns columns (layout.h, weight_panel_columns), as a
+// buffer (row * panel_columns + column % panel_columns, column / panel_columns), seen as
+// (column, row), the w_t that define_projection takes.
+Halide::Func weight_panel_view(const Halide::Func &stored, int panel_columns);
+
 // A 16-bit float's bits (uint16: bfloat16 or IEEE float16 as `storage` says) as the float32 of
 // the same value, in integer arithmetic. Halide 21 cannot load 16-bit floats in OpenCL C without
 // the cl_half feature (which NVIDIA's OpenCL lacks), and its PTX backend failed an LLVM assertion
