@@ -37,6 +37,12 @@ constexpr int kGpuExtraWeightPadding = kWeightPadding;
 // the same order; it is a multiple of every vector width in use (NEON 4, AVX2 8, AVX-512 16).
 constexpr int kReductionLanes = 16;
 
+// Attention packs the keys in panels of this many, (key % panel, feature, key / panel): a score
+// tile reads each panel front to back (PackedScore::k_panels). It divides every key block
+// (multiples of kReductionLanes), so that Halide proves a vector of a tile's keys lies in one
+// panel and loads it whole; 16 is one AVX-512 vector, two AVX2 or four NEON vectors.
+constexpr int kKeyPanel = kReductionLanes;
+
 // A KV cache stores its keys in blocks of this many positions, (position % block, feature,
 // block, kv head, item): the keys of a block are one contiguous run, which the decode kernel
 // streams. With positions innermost over the whole cache, each feature's row of a block was

@@ -100,15 +100,25 @@ void schedule_transpose(Func f, Func source, const Var &x, const Var &y, int vec
     rows.unroll(s[1], vec, TailStrategy::GuardWithIf);
 }
 
-// Keys transposed to (j, d, h, b) and values copied to (c, j, h, b), at root, one task per head
-// and batch. Bfloat16 pairs (PackedScore::paired) are made from two rows each, contiguous
-// along the keys (or the value features), interleaved: vectors of pairs, (e, j) or (e, c).
+// Keys transposed, into panels (jl, d, jp, h, b) where the attention asked for them
+// (PackedScore::k_panels) or to (j, d, h, b), and values copied to (c, j, h, b), at root, one
+// task per head and batch. Bfloat16 pairs (PackedScore::paired) are made from two rows of the
+// transposed keys each, contiguous along the keys (or the value features), interleaved:
+// vectors of pairs, (e, j) or (e, c).
 void schedule_key_value_packing(const PackedScore &p, int vec) {
     Func k_transposed = p.k_transposed, k_packed = p.k_packed, v_packed = p.v_packed;
-    const std::vector<Var> k = k_transposed.args(), v = v_packed.args();
+    const std::vector<Var> v = v_packed.args();
     Var hb("hb");
-    k_transposed.compute_root().fuse(k[2], k[3], hb).parallel(hb);
-    schedule_transpose(k_transposed, p.k_source, k[0], k[1], vec, p.sources_unrotated);
+    if (p.k_panels.defined()) {
+        Func panels = p.k_panels;
+        const std::vector<Var> k = panels.args();  // (jl, d, jp, h, b)
+        panels.compute_root().fuse(k[3], k[4], hb).parallel(hb).bound(k[0], 0, kKeyPanel);
+        schedule_transpose(panels, p.k_source, k[0], k[1], vec, p.sources_unrotated);
+    } else {
+        const std::vector<Var> k = k_transposed.args();
+        k_transposed.compute_root().fuse(k[2], k[3], hb).parallel(hb);
+        schedule_transpose(k_transposed, p.k_source, k[0], k[1], vec, p.sources_unrotated);
+    }
     if (!p.paired) {
         v_packed.compute_root().fuse(v[2], v[3], hb).parallel(hb).vectorize(v[0], vec);
         return;

@@ -348,7 +348,7 @@ Expr exp_nonpositive(const Expr &x) {
 
 PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, const Expr &dk,
                                 const Expr &dv, const Expr &q_len, const Expr &kv_len,
-                                const Expr &group, const Type &products) {
+                                const Expr &group, const Type &products, bool key_panels) {
     if (products != Float(32) && products != BFloat(16)) {
         throw CompileError("attention products in " + type_name(products) +
                            ": only float32 and bfloat16 are defined");
@@ -392,7 +392,15 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
                                cast<float>(p.k_packed(p.r_dot.x, j, p.r_dot.y, kv_head, b));
         return p;
     }
-    p.k_packed = p.k_transposed;
+    if (key_panels) {
+        Var jl("jl"), jp("jp");
+        p.k_panels = Func("k_panels");
+        p.k_panels(jl, d, jp, h, b) = k(d, clamp(jp * kKeyPanel + jl, 0, kv_len - 1), h, b);
+        p.k_packed = Func("k_packed");
+        p.k_packed(j, d, h, b) = p.k_panels(j % kKeyPanel, d, j / kKeyPanel, h, b);
+    } else {
+        p.k_packed = p.k_transposed;
+    }
     p.v_packed = Func("v_packed");
     p.v_packed(c, j, h, b) = v(clamp(c, 0, dv - 1), key_row, h, b);
 

@@ -157,9 +157,19 @@ Halide::Expr causal_key_offset(const MaskInputs &mask, const Halide::Expr &q_len
 // (e, c, p, hk, b), feature c of key 2 p + e; q_operand is (e, p, i, h, b), feature 2 p + e of
 // query i in bfloat16, 0 past dk; and r_dot runs over (e, p).
 struct PackedScore {
-    Halide::Func k_source;         // the keys as given, (d, j, hk, b)
-    Halide::Func k_transposed;     // (j, d, hk, b), readable past kv_len
-    Halide::Func k_packed;         // k_transposed, or its bfloat16 pairs
+    Halide::Func k_source;      // the keys as given, (d, j, hk, b)
+    Halide::Func k_transposed;  // (j, d, hk, b), readable past kv_len
+    // key_panels: the keys in panels of kKeyPanel, (jl, d, jp, hk, b) = feature d of key
+    // jp * kKeyPanel + jl, so that a score tile reads one contiguous run per panel. As rows of
+    // k_transposed, each of a tile's dk steps read a row kv_len * 4 bytes from the last (64 KiB
+    // at long-single): a new page every step, every row on one set of L1, the tile's keys
+    // loaded again for every tile of rows (AVX2 sdpa at long-single 1.28x, gpt2-causal 1.27x).
+    // Only where a tile's keys start at a multiple of kKeyPanel (the CPU flash kernel's key
+    // blocks): elsewhere, as in the materialized path's tiles at the weights' buffer's min,
+    // Halide cannot prove a vector lies in one panel and gathers it.
+    Halide::Func k_panels;
+    Halide::Func k_packed;         // (j, d, hk, b): a view of k_panels, or k_transposed; paired:
+                                   // its bfloat16 pairs
     Halide::Func v_packed;         // (c, j, hk, b), readable past dv and kv_len; or pairs
     Halide::Func q_operand;        // (d, i, h, b), the queries at rows clamped to q_len; paired:
                                    // (e, p, i, h, b) in bfloat16 (above)
@@ -178,7 +188,8 @@ PackedScore define_packed_score(const Halide::Func &q, const Halide::Func &k, co
                                 const Halide::Expr &dk, const Halide::Expr &dv,
                                 const Halide::Expr &q_len, const Halide::Expr &kv_len,
                                 const Halide::Expr &group,
-                                const Halide::Type &products = Halide::Float(32));
+                                const Halide::Type &products = Halide::Float(32),
+                                bool key_panels = false);
 
 // The logits score * scale + additive mask, and which of them are masked (causal, key lengths,
 // boolean mask, or an additive -inf), as Funcs of (j, i, h, b). Keys past kv_len are masked.

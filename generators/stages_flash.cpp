@@ -34,7 +34,10 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     const Var &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
     const Var &kb = a.kb, &jj = a.jj, &ii = a.ii, &qb = a.qb;
 
-    a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len, group, products);
+    // Key panels on the CPU, where a score tile's keys start at a multiple of kKeyPanel (key
+    // blocks are multiples of it): for float32, bfloat16 pairs are packed as before.
+    a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len, group, products,
+                                   !fixed_blocks && products == Float(32));
     const MaskedLogits logits = define_masked_logits(a.packed.score, scale, mask, q_len, kv_len);
     const Expr lowest = logits.masked_value;
     const Expr key = kb * kblock + jj;
