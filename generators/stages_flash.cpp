@@ -35,7 +35,8 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     const Var &kb = a.kb, &jj = a.jj, &ii = a.ii, &qb = a.qb;
 
     // Key panels on the CPU, where a score tile's keys start at a multiple of kKeyPanel (key
-    // blocks are multiples of it): for float32, bfloat16 pairs are packed as before.
+    // blocks are multiples of it), for float32 products only: bfloat16 pairs in panels measured
+    // level (bench/RESULTS.md), so they keep the transposed rows.
     a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len, group, products,
                                    !fixed_blocks && products == Float(32));
     const MaskedLogits logits = define_masked_logits(a.packed.score, scale, mask, q_len, kv_len);
