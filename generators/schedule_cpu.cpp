@@ -52,9 +52,10 @@ constexpr int kDecodeTileRows = 4;
 constexpr int kDecodeNarrowValueTile = 64;
 constexpr int kDecodeWideValueTile = 128;
 
-// Output panels (tile_o features each) per parallel task of a projection in row blocks:
-// 256 features with AVX-512's 4 x 16-float tiles, 3 tasks per row block at d_model 768.
-constexpr int kRowBlockOutputPanels = 4;
+// Register tile columns (tile_o output features each) per parallel task of a projection in
+// row blocks, rounded up to whole weight panels: 256 features with AVX-512's 4 x 16-float
+// tiles, 3 tasks per row block at d_model 768; one panel with AVX2's 2 x 8-float tiles.
+constexpr int kRowBlockOutputTiles = 4;
 // Row blocks kTallRowBlockFactor times taller for projections with at least
 // kTallRowBlockMinGroups groups of output panels (schedule_projection_cpu).
 constexpr int kTallRowBlockMinGroups = 8;
@@ -394,7 +395,13 @@ CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
     fit_tile(k.gemm_vectors, k.gemm_rows, narrow_vectors && wide_registers ? 4 : 2,
              wide_registers && !narrow_vectors ? 12 : 6);
     k.gemm_row_tiles = pick(k.gemm_row_tiles, 4);
-    k.gemm_k_block = pick(k.gemm_k_block, 256);
+    // A register tile narrower than a weight panel leaves the rest of the panel to the next
+    // tiles of the same rows, which read the block of weights again: blocks of 64 features keep
+    // a panel's block (16 KiB) in L1 for them. projection/bert-512, AVX2 variant, 2 threads,
+    // Zen 4: 0.79 -> 0.86 of the FMA peak with the panel-wide accumulator (256-feature blocks:
+    // level).
+    const bool tile_spans_panel = k.gemm_vectors * vector_width(target) >= kWeightPadding;
+    k.gemm_k_block = pick(k.gemm_k_block, tile_spans_panel ? 256 : 64);
     k.query_block = pick(k.query_block, 32);
     fit_tile(k.score_vectors, k.score_rows, wide_registers && narrow_vectors ? 4 : 2, 4);
     fit_tile(k.out_vectors, k.out_rows, wide_registers && narrow_vectors ? 4 : 2, 4);
@@ -452,18 +459,18 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
         (p.out_features + kWeightPadding - 1) / kWeightPadding * kWeightPadding;
     p.result.bound(p.o, 0, output_features.defined() ? output_features : padded_features);
     p.result.compute_root()
-        .split(p.o, oo, oi, tile_o, TailStrategy::GuardWithIf)
+        .split(p.o, oo, oi, kWeightPadding, TailStrategy::GuardWithIf)
         .vectorize(oi, vec, TailStrategy::GuardWithIf);
     // Few rows (their inputs fit in L2 beside a panel of weights): the parallel tasks are
-    // tile_o-wide panels of output features, each over every row, so each weight is read from
-    // memory once and the rows stay in L2. In a forward the weights come cold from memory (four
-    // matrices of 2.25 MiB at bert-128), and with row blocks as the tasks each block streamed all
-    // of them again. MHA forward, medians of 6 alternating rounds: 0.97x the time at tutorial
-    // and bert-128, 0.98x at tutorial-cross. With panels at every size, bert-512 and gpt2-causal
-    // measured 1.01x and 1.02x, so larger inputs keep the row blocks below.
-    // A split reduction's result is the sum of its tasks' partial sums: a few rows by the
-    // output features, each added kSplitReductionTasks times, less work than waking the
-    // threads for it (see schedule_decode_attention_cpu's merge).
+    // panels of output features (kWeightPadding), each over every row, so each weight is read
+    // from memory once and the rows stay in L2. In a forward the weights come cold from memory
+    // (four matrices of 2.25 MiB at bert-128), and with row blocks as the tasks each block
+    // streamed all of them again. MHA forward, medians of 6 alternating rounds: 0.97x the time at
+    // tutorial and bert-128, 0.98x at tutorial-cross. With panels at every size, bert-512 and
+    // gpt2-causal measured 1.01x and 1.02x, so larger inputs keep the row blocks below. A split
+    // reduction's result is the sum of its tasks' partial sums: a few rows by the output features,
+    // each added kSplitReductionTasks times, less work than waking the threads for it (see
+    // schedule_decode_attention_cpu's merge).
     const auto panels = [&](Stage s) {
         return s.split(p.n, no, ni, tile_l, TailStrategy::GuardWithIf).reorder(oi, ni, no, oo);
     };
@@ -472,14 +479,14 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     const Expr input_bytes = cast<int64_t>(p.rows) * p.in_features * int(sizeof(float));
     panels(p.result.specialize(input_bytes <= Expr(kPanelTasksMaxInputBytes))).parallel(oo);
     // Otherwise rows go in blocks of gemm_row_tiles register tiles, with the blocks parallel and
-    // the tiles of a block innermost: one tile_o-wide panel of weights (tile_o x in floats,
+    // the tiles of a block innermost: one panel of weights (kWeightPadding x in floats,
     // 192 KiB for 768 inputs) is read from L3 once per block and from L2 by the block's other
     // tiles, instead of the whole weight matrix streaming from L3 for every tile of rows.
     // Rows of all batches are one sequence (ProjectionStage): with blocks per batch, 10 rows
     // per batch (the tutorial shape) made 12-row blocks, and the projection took 0.92 ms
     // against 0.77 ms for the same rows as one batch (attngen_bench projection/tutorial, min
     // of 5 repetitions, 3 alternating runs).
-    // The parallel tasks are (row block, group of kRowBlockOutputPanels panels): each task
+    // The parallel tasks are (row block, group of kRowBlockOutputTiles tile columns): each task
     // reads its group's slice of the weights once, and a whole weight matrix streams once per
     // row block, so fewer, taller blocks read it fewer times; the groups keep the tasks many
     // enough for more cores than rows / block_rows. projection/<shape>, AVX-512 variant, 2
@@ -497,16 +504,16 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // 45.9 -> 38.6 ms (1.19x), decode/llama3-8b-prefill 1.13x. At every size, bert-512 (3
     // groups) lost 0.80x: one row block of 3 tasks on 2 threads.
     Var og("og"), task("task");
+    const int group_features = std::max(kWeightPadding, tile_o * kRowBlockOutputTiles);
     const auto row_blocks = [&](Stage s, int block_rows) {
         s.split(p.n, nb, nr, block_rows, TailStrategy::GuardWithIf)
             .split(nr, no, ni, tile_l, TailStrategy::GuardWithIf)
-            .split(oo, og, oo, kRowBlockOutputPanels, TailStrategy::GuardWithIf)
+            .split(oo, og, oo, group_features / kWeightPadding, TailStrategy::GuardWithIf)
             .reorder(oi, ni, no, oo, og, nb)
             .fuse(og, nb, task)
             .parallel(task);
     };
     const int block_rows = knobs.gemm_row_tiles * tile_l;
-    const int group_features = tile_o * kRowBlockOutputPanels;
     const Expr groups = (p.out_features + group_features - 1) / group_features;
     row_blocks(p.result.specialize(groups >= kTallRowBlockMinGroups),
                kTallRowBlockFactor * block_rows);
@@ -532,8 +539,16 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // The rows are rounded up to a whole tile by the stages' own splits, not bounded on the
     // Func: the split reduction's sum over tasks (a specialization of the update, without the
     // split) then asks its partial sums for only the rows the call has.
-    Var ov("ov"), ol("ol"), nt("nt"), nl("nl");
-    p.acc.compute_at(p.result, oo).bound_extent(p.o, tile_o).vectorize(p.o, vec);
+    // The accumulators span a whole panel, and a tile narrower than it (AVX2, SSE, NEON) walks
+    // the panel's tile columns inside each tile of rows: the rows' inputs are read from L1 by
+    // every column, and the block's weights, a quarter of a 64-byte line per step for each
+    // column, stay in L1 (gemm_k_block, resolve_cpu_knobs). With one accumulator per tile
+    // column, each column read the rows again from L2 and its weights with a 256-byte stride,
+    // which maps a block onto a quarter of L1's sets: the AVX2 variant's inner loop ran at
+    // 0.82 of a core's FMA peak (projection/bert-512, 1 thread, Zen 4), 0.92 now; a C++ model
+    // of the two loop orders ran at 0.87 and 0.96.
+    Var ov("ov"), ol("ol"), nt("nt"), nl("nl"), oc("oc"), ot("ot");
+    p.acc.compute_at(p.result, oo).bound_extent(p.o, kWeightPadding).vectorize(p.o, vec);
     // Features per block along each of the reduction's two dimensions: within a group first,
     // then whole groups (the output projection reduces over heads of head_dim features).
     // Bfloat16 pairs are blocked by pairs.
@@ -542,9 +557,13 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     const int block = knobs.gemm_k_block;
     Stage blocked = p.acc.update();
     Func tile_sums;
-    std::vector<VarOrRVar> block_order = {ol, ov, nl, nt};
+    std::vector<VarOrRVar> block_order = {ol, ov, nl, oc, nt};
     if (p.paired) {
-        blocked.split(p.r.y, yo, yi, std::max(1, block / kWeightPairs), TailStrategy::GuardWithIf);
+        // A tile narrower than a panel takes blocks of the same bytes as float32 (twice the
+        // features), the panel's 16 KiB kept in L1 (mha_forward_bf16, AVX2 variant, Zen 4,
+        // against blocks of gemm_k_block features: 1.03-1.04x at bert-512 and gpt2-causal).
+        const int pairs = tile_o < kWeightPadding ? block : std::max(1, block / kWeightPairs);
+        blocked.split(p.r.y, yo, yi, pairs, TailStrategy::GuardWithIf);
         tile_sums = blocked.rfactor(yo, yb);
         block_order.push_back(yo);
     } else {
@@ -554,13 +573,14 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
         tile_sums = blocked.rfactor({{xo, xb}, {yo, yb}});
         block_order.insert(block_order.end(), {xo, yo});
     }
-    blocked.split(p.o, ov, ol, vec)
+    blocked.split(p.o, oc, ot, tile_o)
+        .split(ot, ov, ol, vec)
         .split(p.n, nt, nl, tile_l, TailStrategy::RoundUp)
         .reorder(block_order)
         .vectorize(ol)
         .unroll(ov)
         .unroll(nl);
-    tile_sums.compute_at(p.acc, nt)
+    tile_sums.compute_at(p.acc, oc)
         .bound_extent(p.o, tile_o)
         .bound_extent(p.n, tile_l)
         .vectorize(p.o, vec)
