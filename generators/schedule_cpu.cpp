@@ -402,11 +402,24 @@ CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
     // level).
     const bool tile_spans_panel = k.gemm_vectors * vector_width(target) >= kWeightPadding;
     k.gemm_k_block = pick(k.gemm_k_block, tile_spans_panel ? 256 : 64);
-    k.query_block = pick(k.query_block, 32);
-    fit_tile(k.score_vectors, k.score_rows, wide_registers && narrow_vectors ? 4 : 2, 4);
-    fit_tile(k.out_vectors, k.out_rows, wide_registers && narrow_vectors ? 4 : 2, 4);
+    // Attention tiles of 2 vectors by 6 rows where the file has 16 registers (12 accumulators
+    // and 3 operands), as the projection's: 2 x 4 tiles did 8 multiply-adds per 6 loads.
+    const int narrow_file_rows = wide_registers ? 4 : 6;
+    fit_tile(k.score_vectors, k.score_rows, wide_registers && narrow_vectors ? 4 : 2,
+             narrow_file_rows);
+    fit_tile(k.out_vectors, k.out_rows, wide_registers && narrow_vectors ? 4 : 2, narrow_file_rows);
+    // Query blocks are whole tiles of rows, rounded up: a block of 16 rows took tiles of 6, 6
+    // and 4. sdpa/<shape>, AVX2 variant (2 x 6 tiles, blocks of 18 and 132 rows against 2 x 4
+    // tiles, 16 and 128), 2 threads, Zen 4, scripts/ab_runs.py, 3 rounds: bert-512, bert-512-b8,
+    // gpt2-causal, long-causal 1.04-1.05x, long-single 1.03x, bert-128 0.96x; mha_forward/
+    // 0.99-1.03x. Blocks of 24 rows: 1.02-1.03x, long-single 0.99x.
+    const int tile_rows = std::max(k.score_rows, k.out_rows);
+    const auto whole_tiles = [&](int rows) {
+        return (rows + tile_rows - 1) / tile_rows * tile_rows;
+    };
+    k.query_block = whole_tiles(pick(k.query_block, 32));
     k.key_block = pick(k.key_block, 128);
-    k.long_query_block = pick(k.long_query_block, 128);
+    k.long_query_block = whole_tiles(pick(k.long_query_block, 128));
     // 256 keys of a 128-wide head are 128 KiB of keys and values per split: a split's K and V
     // stay in L2 while its rows are computed, and a cache of 4096 gives 16 splits per head.
     k.decode_split_keys = pick(k.decode_split_keys, 256);

@@ -3,6 +3,7 @@
 // helpers, each test covers one stage over inputs that the C API reaches only indirectly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -405,7 +406,9 @@ TEST(Projection, TallRowBlocksForManyOutputPanels) {
         SCOPED_TRACE(t.to_string());
         const attngen::CpuScheduleKnobs k = attngen::resolve_cpu_knobs(knobs, t);
         const int tall_rows = 4 * k.gemm_rows * k.gemm_row_tiles;
-        const int group_features = 4 * k.gemm_vectors * t.natural_vector_size<float>();
+        // Groups of 4 tile columns, at least a whole weight panel (64 features).
+        const int group_features =
+            std::max(64, 4 * k.gemm_vectors * t.natural_vector_size<float>());
         ProjectionPipeline pipeline(t, attngen::ProjectionRows::Many, knobs);
         for (int rows : {tall_rows - 1, tall_rows + 1}) {
             check_projection(pipeline, rows, 24000, 8 * group_features + 1);
@@ -427,6 +430,16 @@ TEST(Knobs, RegisterTilesFitTheTargetsRegisters) {
         EXPECT_LE(registers(k.gemm_vectors, k.gemm_rows), 16);
         EXPECT_LE(registers(k.score_vectors, k.score_rows), 16);
         EXPECT_LE(registers(k.out_vectors, k.out_rows), 16);
+    }
+    // Attention query blocks hold whole tiles of rows on every target.
+    for (const char *name : {"x86-64-linux-avx-avx2-fma-f16c", "x86-64-linux-sse41",
+                             "x86-64-linux-avx512_skylake", "arm-64-linux"}) {
+        SCOPED_TRACE(name);
+        const attngen::CpuScheduleKnobs k = attngen::resolve_cpu_knobs(tuned, Target(name));
+        for (int rows : {k.score_rows, k.out_rows}) {
+            EXPECT_EQ(k.query_block % rows, 0) << rows;
+            EXPECT_EQ(k.long_query_block % rows, 0) << rows;
+        }
     }
     // The AVX-512 variants as the build names them (AttngenHostTargets.cmake, the bfloat16
     // variants) keep the tiles: in Halide 21 avx512_skylake does not imply Target::AVX512.
