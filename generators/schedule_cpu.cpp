@@ -1,6 +1,7 @@
 #include "schedule_cpu.h"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -413,7 +414,7 @@ CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
     // tiles, 16 and 128), 2 threads, Zen 4, scripts/ab_runs.py, 3 rounds: bert-512, bert-512-b8,
     // gpt2-causal, long-causal 1.04-1.05x, long-single 1.03x, bert-128 0.96x; mha_forward/
     // 0.99-1.03x. Blocks of 24 rows: 1.02-1.03x, long-single 0.99x.
-    const int tile_rows = std::max(k.score_rows, k.out_rows);
+    const int tile_rows = std::lcm(k.score_rows, k.out_rows);
     const auto whole_tiles = [&](int rows) {
         return (rows + tile_rows - 1) / tile_rows * tile_rows;
     };

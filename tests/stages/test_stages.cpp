@@ -431,14 +431,20 @@ TEST(Knobs, RegisterTilesFitTheTargetsRegisters) {
         EXPECT_LE(registers(k.score_vectors, k.score_rows), 16);
         EXPECT_LE(registers(k.out_vectors, k.out_rows), 16);
     }
-    // Attention query blocks hold whole tiles of rows on every target.
-    for (const char *name : {"x86-64-linux-avx-avx2-fma-f16c", "x86-64-linux-sse41",
-                             "x86-64-linux-avx512_skylake", "arm-64-linux"}) {
-        SCOPED_TRACE(name);
-        const attngen::CpuScheduleKnobs k = attngen::resolve_cpu_knobs(tuned, Target(name));
-        for (int rows : {k.score_rows, k.out_rows}) {
-            EXPECT_EQ(k.query_block % rows, 0) << rows;
-            EXPECT_EQ(k.long_query_block % rows, 0) << rows;
+    // Attention query blocks hold whole tiles of rows of both products on every target, also
+    // where neither tile's rows divide the other's.
+    attngen::CpuScheduleKnobs uneven = tuned;
+    uneven.score_rows = 4, uneven.out_rows = 6;
+    uneven.query_block = 16, uneven.long_query_block = 64;
+    for (const attngen::CpuScheduleKnobs &knobs : {tuned, uneven}) {
+        for (const char *name : {"x86-64-linux-avx-avx2-fma-f16c", "x86-64-linux-sse41",
+                                 "x86-64-linux-avx512_skylake", "arm-64-linux"}) {
+            SCOPED_TRACE(name);
+            const attngen::CpuScheduleKnobs k = attngen::resolve_cpu_knobs(knobs, Target(name));
+            for (int rows : {k.score_rows, k.out_rows}) {
+                EXPECT_EQ(k.query_block % rows, 0) << rows;
+                EXPECT_EQ(k.long_query_block % rows, 0) << rows;
+            }
         }
     }
     // The AVX-512 variants as the build names them (AttngenHostTargets.cmake, the bfloat16
