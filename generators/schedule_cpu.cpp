@@ -35,6 +35,12 @@ bool has_bfloat16_dot_product(const Target &t) {
            t.has_feature(Target::AVX512_SapphireRapids);
 }
 
+// Whether a projection register tile of `vectors` vectors covers a whole weight panel: a
+// narrower one shares its panel's blocks of weights with the next tile columns.
+bool tile_spans_panel(int vectors, const Target &target) {
+    return vectors * vector_width(target) >= kWeightPadding;
+}
+
 // Whether a register tile of `vectors` vectors by `rows` rows fits the target's registers: it
 // keeps vectors * rows accumulators plus `vectors` loaded operands and one broadcast live.
 bool tile_fits(int vectors, int rows, const Target &target) {
@@ -401,8 +407,7 @@ CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
     // a panel's block (16 KiB) in L1 for them. projection/bert-512, AVX2 variant, 2 threads,
     // Zen 4: 0.79 -> 0.86 of the FMA peak with the panel-wide accumulator (256-feature blocks:
     // level).
-    const bool tile_spans_panel = k.gemm_vectors * vector_width(target) >= kWeightPadding;
-    k.gemm_k_block = pick(k.gemm_k_block, tile_spans_panel ? 256 : 64);
+    k.gemm_k_block = pick(k.gemm_k_block, tile_spans_panel(k.gemm_vectors, target) ? 256 : 64);
     // Attention tiles of 2 vectors by 6 rows where the file has 16 registers (12 accumulators
     // and 3 operands), as the projection's: 2 x 4 tiles did 8 multiply-adds per 6 loads.
     const int narrow_file_rows = wide_registers ? 4 : 6;
@@ -576,7 +581,9 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
         // A tile narrower than a panel takes blocks of the same bytes as float32 (twice the
         // features), the panel's 16 KiB kept in L1 (mha_forward_bf16, AVX2 variant, Zen 4,
         // against blocks of gemm_k_block features: 1.03-1.04x at bert-512 and gpt2-causal).
-        const int pairs = tile_o < kWeightPadding ? block : std::max(1, block / kWeightPairs);
+        const int pairs = tile_spans_panel(knobs.gemm_vectors, target)
+                              ? std::max(1, block / kWeightPairs)
+                              : block;
         blocked.split(p.r.y, yo, yi, pairs, TailStrategy::GuardWithIf);
         tile_sums = blocked.rfactor(yo, yb);
         block_order.push_back(yo);
