@@ -747,13 +747,54 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
     }
 
   private:
-    // The CPU's split-KV decode kernel (define_decode_attention), scheduled here.
+    // On CPUs, the split-KV decode kernel (define_decode_attention) for calls of fewer than
+    // kCacheFlashMinQueries queries per item, the steps of decoding; the flash kernel of
+    // attngen_mha_forward for more, a prompt. The split-KV kernel computes every key of every
+    // split for every query row, so a prompt of n tokens into an empty cache cost it n^2 scores
+    // where a causal mask leaves n^2 / 2, which the flash kernel skips by key block.
+    // A call runs one of them: the other's stages are skipped at run time (Halide's
+    // skip_stages), and the chosen result is copied once for the output projection.
     Func cache_attention_cpu(const Func &q, const Func &keys, const Func &values, const Func &n) {
         const CpuScheduleKnobs knobs = resolve_cpu_knobs(cpu_knobs(), get_target());
         DecodeAttentionStage a = define_decode_attention(
             decode_inputs(q, keys, values, n), knobs.decode_split_keys, DecodeSplit::ShrinkToCall);
         if (!using_autoscheduler()) schedule_decode_attention_cpu(a, get_target(), cpu_knobs());
-        return a.out;
+        const Func prompt = cache_flash_attention(q, keys, values, n);
+        const Expr many_queries = query.dim(1).extent() >= kCacheFlashMinQueries;
+        Var c("c"), i("i"), h("h"), b("b"), ih("ih");
+        Func out("cache_attention_out");
+        out(c, i, h, b) = select(many_queries, prompt(c, i, h, b), a.out(c, i, h, b));
+        if (!using_autoscheduler()) {
+            out.compute_root().fuse(i, h, ih).vectorize(c, natural_vector_size<float>(),
+                                                        TailStrategy::GuardWithIf);
+            out.specialize(many_queries).parallel(ih);
+        }
+        return out;
+    }
+
+    // The flash kernel over each item's cached keys and values: the item's length is its key
+    // mask, and a bottom-right causal mask ends there.
+    Func cache_flash_attention(const Func &q, const Func &keys, const Func &values, const Func &n) {
+        Var d("d"), c("c"), j("j"), hk("hk"), b("b"), x("x"), y("y"), z("z"), w("w");
+        const Expr item = clamp(bounded(items)(b), 0, k_cache.dim(4).extent() - 1);
+        Func k_heads("cached_key_heads"), v_heads("cached_value_heads");
+        k_heads(d, j, hk, b) = keys(j, d, hk, item);
+        v_heads(c, j, hk, b) = values(c, j, hk, item);
+        MaskInputs mask;
+        mask.kv_lengths = n;
+        mask.causal_end = n;
+        mask.causal = causal;
+        mask.has_bool_mask = Internal::const_false();
+        mask.has_additive = Internal::const_false();
+        mask.bool_mask = Func("no_bool_mask");
+        mask.bool_mask(x, y, z) = cast<uint8_t>(0);
+        mask.additive = Func("no_additive_mask");
+        mask.additive(x, y, z, w) = 0.0f;
+        // At least one key, so that reads clamped to the last key stay in the cache when every
+        // item of the call is empty; the key mask hides it.
+        return attention(q, k_heads, v_heads, head_dim, v_head_dim, query.dim(1).extent(),
+                         max(key_limit, 1), num_heads / num_kv_heads, scale, mask, nullptr,
+                         Float(32), rope == 0);
     }
 
     // On GPUs the split-KV kernel too, with splits of a constant kGpuDecodeSplitKeys keys

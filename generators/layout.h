@@ -53,6 +53,11 @@ constexpr int kKeyPanel = kReductionLanes;
 // tile, read front to back. It is a multiple of every vector width in use.
 constexpr int kCacheKeyBlock = 32;
 
+// A cached forward (attngen_mha_forward_cached) of at least this many queries per item, a
+// prompt, runs the flash kernel on CPUs; with fewer, the steps of decoding, the split-KV kernel
+// (MhaDecodeGenerator).
+constexpr int kCacheFlashMinQueries = 64;
+
 constexpr int round_up(int x, int multiple) {
     return (x + multiple - 1) / multiple * multiple;
 }

@@ -114,19 +114,15 @@ void schedule_transpose(Func f, Func source, const Var &x, const Var &y, int vec
 // transposed keys each, contiguous along the keys (or the value features), interleaved:
 // vectors of pairs, (e, j) or (e, c).
 void schedule_key_value_packing(const PackedScore &p, int vec) {
-    Func k_transposed = p.k_transposed, k_packed = p.k_packed, v_packed = p.v_packed;
+    Func k_packed = p.k_packed, v_packed = p.v_packed;
     const std::vector<Var> v = v_packed.args();
     Var hb("hb");
-    if (p.k_panels.defined()) {
-        Func panels = p.k_panels;
-        const std::vector<Var> k = panels.args();  // (jl, d, jp, h, b)
-        panels.compute_root().fuse(k[3], k[4], hb).parallel(hb).bound(k[0], 0, kKeyPanel);
-        schedule_transpose(panels, p.k_source, k[0], k[1], vec, p.sources_unrotated);
-    } else {
-        const std::vector<Var> k = k_transposed.args();
-        k_transposed.compute_root().fuse(k[2], k[3], hb).parallel(hb);
-        schedule_transpose(k_transposed, p.k_source, k[0], k[1], vec, p.sources_unrotated);
-    }
+    const bool panels = p.k_panels.defined();
+    Func keys = panels ? p.k_panels : p.k_transposed;
+    const std::vector<Var> k = keys.args();  // (jl, d, jp, h, b) or (j, d, h, b)
+    keys.compute_root().fuse(k[k.size() - 2], k.back(), hb).parallel(hb);
+    if (panels) keys.bound(k[0], 0, kKeyPanel);
+    schedule_transpose(keys, p.k_source, k[0], k[1], vec, p.sources_unrotated);
     if (!p.paired) {
         v_packed.compute_root().fuse(v[2], v[3], hb).parallel(hb).vectorize(v[0], vec);
         return;

@@ -361,8 +361,11 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
     // tiles or key blocks past the last key), so no read leaves the inputs.
     const Expr key_row = clamp(j, 0, kv_len - 1);
     p.k_source = k;
-    p.k_transposed = Func("k_transposed");
-    p.k_transposed(j, d, h, b) = k(d, key_row, h, b);
+    // Rows of keys, (j, d, h, b), for bfloat16 pairs and for keys not in panels.
+    if (p.paired || !key_panels) {
+        p.k_transposed = Func("k_transposed");
+        p.k_transposed(j, d, h, b) = k(d, key_row, h, b);
+    }
     const Expr row = clamp(i, 0, q_len - 1);
     const Expr kv_head = h / group;
     p.score = Func("score");

@@ -158,7 +158,7 @@ Halide::Expr causal_key_offset(const MaskInputs &mask, const Halide::Expr &q_len
 // query i in bfloat16, 0 past dk; and r_dot runs over (e, p).
 struct PackedScore {
     Halide::Func k_source;      // the keys as given, (d, j, hk, b)
-    Halide::Func k_transposed;  // (j, d, hk, b), readable past kv_len
+    Halide::Func k_transposed;  // (j, d, hk, b), readable past kv_len; undefined with k_panels
     // key_panels: the keys in panels of kKeyPanel, (jl, d, jp, hk, b) = feature d of key
     // jp * kKeyPanel + jl, so that a score tile reads one contiguous run per panel. As rows of
     // k_transposed, each of a tile's dk steps read a row kv_len * 4 bytes from the last (64 KiB

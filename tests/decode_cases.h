@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "decode_tester.h"
+#include "layout.h"
 
 namespace attngen_test {
 
@@ -51,13 +52,32 @@ inline void CheckPromptThenSteps(const MhaTester &base) {
     DecodeAndCheck(Shaped(base, 32, 4).num_kv_heads(2).rope(ATTNGEN_ROPE_HALF), 14, 9, 20);
 }
 
+// On CPUs a call of kCacheFlashMinQueries queries or more per item runs the flash kernel, and
+// fewer the split-KV kernel: prompts on either side of the switch, a prompt that falls across
+// the flash kernel's key blocks with odd head sizes, and a long chunk appended after a short
+// one (its causal mask ends at the item's length, past its own first query).
+inline void CheckPromptsAroundTheFlashSwitch(const MhaTester &base) {
+    const int many = attngen::kCacheFlashMinQueries;
+    const MhaTester grouped = Shaped(base, 32, 4).num_kv_heads(2).rope(ATTNGEN_ROPE_HALF);
+    DecodeAndCheck(grouped, many + 2, many - 1, many + 2);
+    DecodeAndCheck(grouped, many + 2, many, many + 2);
+    DecodeAndCheck(Shaped(base, 24, 4).num_kv_heads(1).v_head_dim(5).rope(ATTNGEN_ROPE_INTERLEAVED),
+                   2 * many + 7, 2 * many + 5, 2 * many + 9);
+    DecodeChunksAndCheck(grouped, many + 14, {10, many + 1}, many + 16);
+}
+
 // Two items that started at different times (prompts of prompt_a and prompt_b tokens),
 // decoded in one call with items {1, 0}.
+// Four steps of one token per item, then one of three by default: with several queries, the
+// causal mask ends at each item's own length.
 inline void CheckItemsAtDifferentLengthsInOneCall(MhaTester tester, int prompt_a = 5,
-                                                  int prompt_b = 2) {
+                                                  int prompt_b = 2,
+                                                  const std::vector<int> &calls = {1, 1, 1, 1, 3}) {
     tester.d_model(32).num_heads(8).num_kv_heads(2).rope(ATTNGEN_ROPE_HALF);
     DecodeModel model(tester);
-    const int d = model.d_model(), steps = 7;  // tokens after the prompts, per item
+    const int d = model.d_model();
+    int steps = 0;  // tokens after the prompts, per item
+    for (int rows : calls) steps += rows;
     const std::vector<float> a = model.Tokens(prompt_a + steps, 21);
     const std::vector<float> b = model.Tokens(prompt_b + steps, 22);
     const DecodeModel::Expected want_a = model.SelfAttention(a), want_b = model.SelfAttention(b);
@@ -73,10 +93,8 @@ inline void CheckItemsAtDifferentLengthsInOneCall(MhaTester tester, int prompt_a
     ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 1, &item_b, prompt_b, b.data(),
                                       b.data()),
               ATTNGEN_OK);
-    // Four steps of one token per item, then one of three: with several queries, the causal mask
-    // ends at each item's own length.
     int ta = prompt_a, tb = prompt_b;
-    for (int rows : {1, 1, 1, 1, 3}) {
+    for (int rows : calls) {
         const size_t block = size_t(rows) * d;
         std::vector<float> x(2 * block), out(2 * block, kSentinel);
         std::memcpy(&x[0], TokenRows(a, ta, d), block * sizeof(float));
@@ -103,21 +121,21 @@ inline void CheckItemsAtDifferentLengthsInOneCall(MhaTester tester, int prompt_a
 }
 
 // Nothing visible: attention contributes 0 and the output is the output projection's bias.
-inline void CheckAnEmptyItemGivesTheOutputBias(MhaTester tester) {
+inline void CheckAnEmptyItemGivesTheOutputBias(MhaTester tester, int q_len = 3) {
     tester.d_model(16).num_heads(2);
     DecodeModel model(tester);
     const int d = model.d_model();
     attngen_kv_cache *raw = nullptr;
     ASSERT_EQ(attngen_kv_cache_create(model.handle(), 2, 4, &raw), ATTNGEN_OK);
     CacheHandle cache(raw);
-    const std::vector<float> x = model.Tokens(3, 5);
-    std::vector<float> out(3 * d, kSentinel);
+    const std::vector<float> x = model.Tokens(q_len, 5);
+    std::vector<float> out(size_t(q_len) * d, kSentinel);
     const int32_t item = 1;
-    ASSERT_EQ(attngen_mha_forward_cached(model.handle(), cache.get(), 1, &item, 3, x.data(),
+    ASSERT_EQ(attngen_mha_forward_cached(model.handle(), cache.get(), 1, &item, q_len, x.data(),
                                          ATTNGEN_CAUSAL_NONE, out.data()),
               ATTNGEN_OK)
         << attngen_last_error();
-    for (int r = 0; r < 3; ++r)
+    for (int r = 0; r < q_len; ++r)
         for (int o = 0; o < d; ++o) EXPECT_EQ(out[r * d + o], model.model().bo[o]) << r << " " << o;
 }
 
@@ -153,11 +171,15 @@ inline void CheckResetEmptiesAnItemAndItDecodesAgain(MhaTester tester) {
 
 // An encoder-decoder's decoder: the encoder output appended once, every step attends to all of
 // it (causal NONE).
-inline void CheckCrossAttentionAppendsTheMemoryOnce(MhaTester tester) {
+// The memory appended once, then attended to by calls of `per_call` queries, without a causal
+// mask.
+inline void CheckCrossAttentionAppendsTheMemoryOnce(MhaTester tester, int per_call = 1,
+                                                    int calls = 4) {
     tester.d_model(32).num_heads(4).num_kv_heads(2);
     DecodeModel model(tester);
     const int d = model.d_model();
-    const std::vector<float> memory = model.Tokens(11, 31), queries = model.Tokens(4, 32);
+    const std::vector<float> memory = model.Tokens(11, 31),
+                             queries = model.Tokens(per_call * calls, 32);
     const DecodeModel::Expected want = model.CrossAttention(queries, memory);
     attngen_kv_cache *raw = nullptr;
     ASSERT_EQ(attngen_kv_cache_create(model.handle(), 1, 11, &raw), ATTNGEN_OK);
@@ -165,14 +187,15 @@ inline void CheckCrossAttentionAppendsTheMemoryOnce(MhaTester tester) {
     ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 1, nullptr, 11, memory.data(),
                                       memory.data()),
               ATTNGEN_OK);
-    for (int step = 0; step < 4; ++step) {
-        std::vector<float> out(d, kSentinel);
-        ASSERT_EQ(attngen_mha_forward_cached(model.handle(), cache.get(), 1, nullptr, 1,
-                                             TokenRows(queries, step, d), ATTNGEN_CAUSAL_NONE,
+    for (int call = 0; call < calls; ++call) {
+        std::vector<float> out(size_t(per_call) * d, kSentinel);
+        const int first = call * per_call;
+        ASSERT_EQ(attngen_mha_forward_cached(model.handle(), cache.get(), 1, nullptr, per_call,
+                                             TokenRows(queries, first, d), ATTNGEN_CAUSAL_NONE,
                                              out.data()),
                   ATTNGEN_OK)
             << attngen_last_error();
-        model.Check("cross-attention step", out.data(), 1, want, step);
+        model.Check("cross-attention call", out.data(), per_call, want, first);
     }
 }
 

@@ -99,12 +99,13 @@ class DecodeModel {
 };
 
 // Decodes a sequence of len random tokens (seeded) on one item of a cache of max_len
-// positions: a prompt of `prompt` tokens, then one token per step, each step's output checked
-// against causal self-attention over the whole sequence.
-inline void DecodeAndCheck(const MhaTester &tester, int len, int prompt, int max_len,
-                           uint32_t token_seed = 11) {
-    SCOPED_TRACE(tester.Describe() + ", len " + std::to_string(len) + ", prompt " +
-                 std::to_string(prompt));
+// positions, in calls of chunks[0], chunks[1], ... tokens, then one token per call, each
+// call's outputs checked against causal self-attention over the whole sequence.
+inline void DecodeChunksAndCheck(const MhaTester &tester, int len, const std::vector<int> &chunks,
+                                 int max_len, uint32_t token_seed = 11) {
+    std::string chunk_list;
+    for (int c : chunks) chunk_list += " " + std::to_string(c);
+    SCOPED_TRACE(tester.Describe() + ", len " + std::to_string(len) + ", chunks" + chunk_list);
     DecodeModel model(tester);
     ASSERT_NE(model.handle(), nullptr);
     const int d = model.d_model();
@@ -115,8 +116,9 @@ inline void DecodeAndCheck(const MhaTester &tester, int len, int prompt, int max
         << attngen_last_error();
     CacheHandle cache(raw);
     std::vector<float> out(size_t(len) * d, kSentinel);
-    for (int t = 0; t < len;) {
-        const int step = t == 0 && prompt > 0 ? prompt : 1;
+    size_t call = 0;
+    for (int t = 0; t < len; ++call) {
+        const int step = call < chunks.size() ? chunks[call] : 1;
         const float *x = tokens.data() + size_t(t) * d;
         ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 1, nullptr, step, x, x),
                   ATTNGEN_OK)
@@ -131,6 +133,13 @@ inline void DecodeAndCheck(const MhaTester &tester, int len, int prompt, int max
     ASSERT_EQ(attngen_kv_cache_lengths(cache.get(), &n), ATTNGEN_OK);
     EXPECT_EQ(n, len);
     model.Check("decoded outputs", out.data(), len, want, 0);
+}
+
+// A prompt of `prompt` tokens (none: 0), then one token per call.
+inline void DecodeAndCheck(const MhaTester &tester, int len, int prompt, int max_len,
+                           uint32_t token_seed = 11) {
+    DecodeChunksAndCheck(tester, len, prompt > 0 ? std::vector<int>{prompt} : std::vector<int>{},
+                         max_len, token_seed);
 }
 
 }  // namespace attngen_test

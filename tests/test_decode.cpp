@@ -4,6 +4,7 @@
 // different lengths, empty items, reset, cross-attention, and every refusal.
 #include "decode_cases.h"
 #include "decode_tester.h"
+#include "layout.h"
 
 #include <attngen/attngen.h>
 #include <gtest/gtest.h>
@@ -76,6 +77,24 @@ TEST(Decode, LongCacheAcrossSplits) {
 
 TEST(Decode, ItemsAtDifferentLengthsInOneCall) {
     CheckItemsAtDifferentLengthsInOneCall(MhaTester());
+}
+
+TEST(Decode, PromptsAroundTheFlashSwitch) {
+    CheckPromptsAroundTheFlashSwitch(MhaTester());
+}
+
+// A call of many queries per item (the flash kernel on CPUs) over items of different lengths.
+TEST(Decode, ItemsAtDifferentLengthsInOneLongCall) {
+    CheckItemsAtDifferentLengthsInOneCall(MhaTester(), 5, 2,
+                                          {1, attngen::kCacheFlashMinQueries + 1});
+}
+
+TEST(Decode, AnEmptyItemGivesTheOutputBiasToManyQueries) {
+    CheckAnEmptyItemGivesTheOutputBias(MhaTester(), attngen::kCacheFlashMinQueries);
+}
+
+TEST(Decode, CrossAttentionWithManyQueriesPerCall) {
+    CheckCrossAttentionAppendsTheMemoryOnce(MhaTester(), attngen::kCacheFlashMinQueries + 3, 2);
 }
 
 TEST(Decode, AnEmptyItemGivesTheOutputBias) {

@@ -15,6 +15,7 @@
 #include "decode_cases.h"
 #include "decode_tester.h"
 #include "half_precision_cases.h"
+#include "layout.h"
 #include "mha_tester.h"
 #include "test_util.h"
 
@@ -116,11 +117,15 @@ TEST_P(HalfPrecision, DecodingValueHeadSizesAtTheValueTileEdges) {
     }
 }
 
-// Prompts of 7, 8 and 9 rows on either side of the split reduction's row limit, and a cache
-// longer than one split of the decode kernel.
+// Prompts of 7, 8 and 9 rows on either side of the split reduction's row limit, on either
+// side of the cached forward's switch to the flash kernel, and a cache longer than one split of
+// the decode kernel.
 TEST_P(HalfPrecision, DecodingPromptsAndLongCaches) {
     for (int prompt : {7, 8, 9}) {
         DecodeAndCheck(Model(130, 5).rope(ATTNGEN_ROPE_HALF), prompt + 2, prompt);
+    }
+    for (int prompt : {attngen::kCacheFlashMinQueries - 1, attngen::kCacheFlashMinQueries}) {
+        DecodeAndCheck(Model(32, 4).num_kv_heads(2).rope(ATTNGEN_ROPE_HALF), prompt + 2, prompt);
     }
     DecodeAndCheck(Model(16, 4).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF), 600, 595);
 }
