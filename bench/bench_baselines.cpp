@@ -122,6 +122,13 @@ const int registered = [] {
             ->Iterations(3)
             ->Unit(benchmark::kMillisecond);
     }
+    // The bfloat16 kernels' own peak, where the CPU has AVX512-BF16: their rates divided by it,
+    // not by the float32 one that their peak= counters use.
+    if (has_avx512_bf16()) {
+        benchmark::RegisterBenchmark("fma_peak_bf16", BM_FmaPeak, PeakIsa::kAvx512Bf16)
+            ->Iterations(3)
+            ->Unit(benchmark::kMillisecond);
+    }
     for (const Shape &s : shapes()) {
         const std::string name = s.name;
         benchmark::RegisterBenchmark(("baseline_openblas/" + name).c_str(), BM_MhaOpenBlas, s)

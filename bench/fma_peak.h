@@ -7,7 +7,12 @@ namespace attngen_bench {
 
 // The instruction sets a peak can be measured on: the widest this file was compiled for
 // (-march=native), and the x86 dispatch variants below it (ATTNGEN_CPU_DISPATCH).
-enum class PeakIsa { kNative, kAvx2, kSse41 };
+// kAvx512Bf16 is the bfloat16 pair dot product (vdpbf16ps, which the bfloat16 kernels run), not
+// an FMA: each of its 16 lanes adds two products, so it counts 4 flops per lane.
+enum class PeakIsa { kNative, kAvx2, kSse41, kAvx512Bf16 };
+
+// Whether this CPU runs the kAvx512Bf16 loop (AVX512-BF16).
+bool has_avx512_bf16();
 
 // Independent FMA chains (multiply and add on SSE4.1, which has no FMA) on `threads` threads
 // for about `seconds`; returns GFLOP/s (an FMA counts 2).
