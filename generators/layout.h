@@ -55,8 +55,11 @@ constexpr int kCacheKeyBlock = 32;
 
 // A cached forward (attngen_mha_forward_cached) of at least this many queries per item, a
 // prompt, runs the flash kernel on CPUs; with fewer, the steps of decoding, the split-KV kernel
-// (MhaDecodeGenerator).
+// (MhaDecodeGenerator). Against a long cache it takes one query per kCacheFlashKeysPerQuery
+// cached positions as well: the flash kernel packs the keys and values on every call and reads
+// them once per query block and head, where the split-KV kernel reads the cache in place once.
 constexpr int kCacheFlashMinQueries = 64;
+constexpr int kCacheFlashKeysPerQuery = 128;
 
 constexpr int round_up(int x, int multiple) {
     return (x + multiple - 1) / multiple * multiple;

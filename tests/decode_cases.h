@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "decode_tester.h"
@@ -64,6 +65,45 @@ inline void CheckPromptsAroundTheFlashSwitch(const MhaTester &base) {
     DecodeAndCheck(Shaped(base, 24, 4).num_kv_heads(1).v_head_dim(5).rope(ATTNGEN_ROPE_INTERLEAVED),
                    2 * many + 7, 2 * many + 5, 2 * many + 9);
     DecodeChunksAndCheck(grouped, many + 14, {10, many + 1}, many + 16);
+}
+
+// Against a long cache the flash kernel takes one query per kCacheFlashKeysPerQuery cached
+// positions as well: after 8500 tokens, a call of 65 queries (8565 positions: 66 needed) runs
+// the split-KV kernel, and then one of 67 (8632 positions: 67 needed) the flash kernel. Each
+// call is checked against its own rows of causal self-attention only (the whole sequence's
+// reference held 11 GB).
+inline void CheckLongCacheCallsAroundTheFlashSwitch(const MhaTester &base) {
+    const int prompt = 8500, below = 65, at = 67, len = prompt + below + at;
+    ASSERT_LT(below, (prompt + below) / attngen::kCacheFlashKeysPerQuery);
+    ASSERT_GE(at, len / attngen::kCacheFlashKeysPerQuery);
+    ASSERT_GE(below, attngen::kCacheFlashMinQueries);
+    DecodeModel model(Shaped(base, 16, 4).num_kv_heads(1));
+    const int d = model.d_model();
+    const std::vector<float> tokens = model.Tokens(len, 41);
+    attngen_kv_cache *raw = nullptr;
+    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 1, len, &raw), ATTNGEN_OK);
+    CacheHandle cache(raw);
+    ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 1, nullptr, prompt,
+                                      tokens.data(), tokens.data()),
+              ATTNGEN_OK)
+        << attngen_last_error();
+    int t = prompt;
+    for (int rows : {below, at}) {
+        SCOPED_TRACE(std::to_string(rows) + " queries after " + std::to_string(t) + " positions");
+        const float *x = TokenRows(tokens, t, d);
+        ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 1, nullptr, rows, x, x),
+                  ATTNGEN_OK)
+            << attngen_last_error();
+        std::vector<float> out(size_t(rows) * d, kSentinel);
+        ASSERT_EQ(attngen_mha_forward_cached(model.handle(), cache.get(), 1, nullptr, rows, x,
+                                             ATTNGEN_CAUSAL_BOTTOM_RIGHT, out.data()),
+                  ATTNGEN_OK)
+            << attngen_last_error();
+        t += rows;
+        const std::vector<float> seen(tokens.begin(), tokens.begin() + ptrdiff_t(t) * d);
+        model.Check("long-cache call", out.data(), rows, model.LastRowsOfSelfAttention(seen, rows),
+                    0);
+    }
 }
 
 // Two items that started at different times (prompts of prompt_a and prompt_b tokens),

@@ -60,6 +60,18 @@ class DecodeModel {
         return Run(tokens, len, tokens, len, &mask);
     }
 
+    // The last `rows` rows of SelfAttention(tokens): those queries over every token with a
+    // bottom-right causal mask, without the other rows' logits. The reference rotates queries
+    // at their own row, not at their position in the sequence: for models without rotary
+    // positions.
+    Expected LastRowsOfSelfAttention(const std::vector<float> &tokens, int rows) const {
+        const int len = int(tokens.size() / d_model());
+        const std::vector<float> last(tokens.end() - ptrdiff_t(rows) * d_model(), tokens.end());
+        attngen_mask mask{};
+        mask.causal = ATTNGEN_CAUSAL_BOTTOM_RIGHT;
+        return Run(last, rows, tokens, len, &mask);
+    }
+
     // query [q_len, d_model] over memory [kv_len, d_model] (key = value), no mask.
     Expected CrossAttention(const std::vector<float> &query,
                             const std::vector<float> &memory) const {

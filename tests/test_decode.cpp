@@ -83,6 +83,14 @@ TEST(Decode, PromptsAroundTheFlashSwitch) {
     CheckPromptsAroundTheFlashSwitch(MhaTester());
 }
 
+TEST(Decode, LongCacheCallsAroundTheFlashSwitch) {
+#ifdef ATTNGEN_TEST_EMULATED
+    GTEST_SKIP() << "a cache of 8632 positions checked against float64 takes minutes under an "
+                    "emulator";
+#endif
+    CheckLongCacheCallsAroundTheFlashSwitch(MhaTester());
+}
+
 // A call of many queries per item (the flash kernel on CPUs) over items of different lengths.
 TEST(Decode, ItemsAtDifferentLengthsInOneLongCall) {
     CheckItemsAtDifferentLengthsInOneCall(MhaTester(), 5, 2,
