@@ -77,7 +77,7 @@ inline void CheckLongCacheCallsAroundTheFlashSwitch(const MhaTester &base) {
     ASSERT_LT(below, (prompt + below) / attngen::kCacheFlashKeysPerQuery);
     ASSERT_GE(at, len / attngen::kCacheFlashKeysPerQuery);
     ASSERT_GE(below, attngen::kCacheFlashMinQueries);
-    DecodeModel model(Shaped(base, 16, 4).num_kv_heads(1));
+    DecodeModel model(Shaped(base, 16, 4).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF));
     const int d = model.d_model();
     const std::vector<float> tokens = model.Tokens(len, 41);
     attngen_kv_cache *raw = nullptr;

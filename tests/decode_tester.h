@@ -61,9 +61,8 @@ class DecodeModel {
     }
 
     // The last `rows` rows of SelfAttention(tokens): those queries over every token with a
-    // bottom-right causal mask, without the other rows' logits. The reference rotates queries
-    // at their own row, not at their position in the sequence: for models without rotary
-    // positions.
+    // bottom-right causal mask, without the other rows' logits (the reference rotates queries
+    // at their positions in the sequence, kv_len - q_len + i, as a cache does).
     Expected LastRowsOfSelfAttention(const std::vector<float> &tokens, int rows) const {
         const int len = int(tokens.size() / d_model());
         const std::vector<float> last(tokens.end() - ptrdiff_t(rows) * d_model(), tokens.end());
