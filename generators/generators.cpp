@@ -750,11 +750,11 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
     // On CPUs, the split-KV decode kernel (define_decode_attention) for calls of fewer than
     // kCacheFlashMinQueries queries per item (or than one per kCacheFlashKeysPerQuery cached
     // positions), the steps of decoding; the flash kernel of attngen_mha_forward for more, a
-    // prompt. The split-KV kernel computes every key of every
-    // split for every query row, so a prompt of n tokens into an empty cache cost it n^2 scores
-    // where a causal mask leaves n^2 / 2, which the flash kernel skips by key block.
-    // A call runs one of them: the other's stages are skipped at run time (Halide's
-    // skip_stages), and the chosen result is copied once for the output projection.
+    // prompt. The split-KV kernel computes every key of every split for every query row, so a
+    // prompt of n tokens into an empty cache cost it n^2 scores where a causal mask leaves
+    // n^2 / 2, which the flash kernel skips by key block. A call runs one of them: the other's
+    // stages are skipped at run time (Halide's skip_stages), and the chosen result is copied
+    // once for the output projection.
     Func cache_attention_cpu(const Func &q, const Func &keys, const Func &values, const Func &n) {
         const CpuScheduleKnobs knobs = resolve_cpu_knobs(cpu_knobs(), get_target());
         DecodeAttentionStage a = define_decode_attention(
