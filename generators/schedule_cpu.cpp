@@ -266,9 +266,12 @@ constexpr int64_t kLongKeyValueBytes = 512 * 1024;
 constexpr int kSplitReductionMaxRows = 8;
 // At most this many splits per row, the decode kernel merges them on one thread.
 constexpr int kDecodeSerialMergeSplits = 8;
-// Parallel tasks of a split reduction: a few per core of the 2- to 16-core CPUs attngen is
-// measured on, so that tasks of equal size balance.
+// At least this many parallel tasks per split reduction: a few per core of the 2- to 16-core
+// CPUs attngen is measured on, so that tasks of equal size balance.
 constexpr int kSplitReductionTasks = 16;
+// At most this many bytes of one panel's weights per task of a split reduction: row tiles
+// after the first read the run again, from L2.
+constexpr int kSplitReductionRunBytes = 128 * 1024;
 // Input features per unrolled step of a split reduction's task.
 constexpr int kSplitReductionUnroll = 8;
 // At most this many vectors of partial sums per row of a split reduction's register tile: a
@@ -279,25 +282,26 @@ constexpr int kSplitReductionTileVectors = 4;
 // weights read from memory serves this many rows.
 constexpr int kSplitReductionTileRows = 4;
 
-// Few rows (decoding): the reduction over input features is split into kSplitReductionTasks
-// parallel tasks, each over a contiguous range of input features and every output feature,
-// and the tasks' partial sums are added at the end. Tasks over panels of output features
-// instead (each panel is contiguous, layout.h) would each read one stream, but a 1-row
-// 4096 x 4096 projection then has only 64 panels to share among the cores, and with weights
-// stored as [in, out] rows that schedule read 7-10 GB/s where the split read 14-21 GB/s (JIT
-// experiment, 1 and 2 threads). Only the rows asked for are computed: a register tile's rows
-// past the last one, products of a repeated row, took 2.3x the time at 1 row of 4 in the same
-// experiment.
-// A task takes its panels one at a time (layout.h), and in each panel a register tile of
-// kSplitReductionTileRows rows at a time (one row for calls of fewer): its features of the
-// panel are one contiguous run of memory, read front to back into the tile, whose partial sums
-// stay in registers across the run. Further tiles of rows read the run again, from L2.
-// Against the [in, out] rows that the weights were stored as before, with all outputs in each
-// step (scripts/ab_runs.py, 3 rounds, AVX-512, 2 threads, Zen 5): decode/gpt2-decode 1.15x,
-// llama3-8b-decode 1.34x, its batch of 8 1.03x; bfloat16 1.04x, 1.10x, 1.02x. With the panels
-// inside the step loop (each step of kSplitReductionUnroll features adding to every output),
-// a step touched all 64 panels of 4096 outputs, and llama3-8b-decode took 1.14x the time of
-// the [in, out] rows; with the panels outside it but the sums in memory, 1.25-1.9x.
+// Few rows (decoding): a parallel task is one panel of output features (layout.h) over one
+// range of the input features, and the ranges' partial sums are added at the end. The ranges
+// are as few as give kSplitReductionTasks tasks and keep a task's run of its panel's weights
+// within kSplitReductionRunBytes: a GPT-2 projection (12 panels of 768 features) takes 2
+// ranges, Llama 3's 4096 x 4096 (64 panels) 8. Only the rows asked for are computed: a
+// register tile's rows past the last one, products of a repeated row, took 2.3x the time at 1
+// row of 4 (JIT experiment).
+// A task reads its run front to back into a register tile of kSplitReductionTileRows rows (one
+// row for calls of fewer), whose partial sums stay in registers across the run; further tiles
+// of rows read the run again, from L2.
+// Before, a task was one of kSplitReductionTasks ranges of features over every panel, a run of
+// 12 KiB (GPT-2) to 64 KiB (Llama 3) from each panel. Against those tasks (scripts/ab_runs.py, 3
+// rounds, 2 threads, Zen 4, with a step's keys appended as vectors (schedule_cache_rows_cpu) and
+// copied into the cache without a call per element (kv_cache.cpp)): AVX-512 decode/gpt2-decode
+// 1.51x, llama3-8b-decode 1.05x, its batch of 8 1.08x, bfloat16 1.23x, 1.31x, 1.08x; AVX2
+// 1.15x, 0.94-1.14x per round (bound by DRAM), 1.10x. One range per panel (no run bound) gave the
+// AVX2 batch of 8 0.90x: its 4 tiles of 2 rows read a 1 MiB run 4 times. Weights stored as [in,
+// out] rows, with all outputs in each step, had been 1.15x slower at gpt2-decode and 1.34x at
+// llama3-8b-decode than the feature ranges over panels (Zen 5); with the panels inside the step
+// loop, or the sums in memory, 1.14x and 1.25-1.9x slower still.
 void schedule_split_reduction(ProjectionStage &p, const Target &target) {
     const int vec = vector_width(target);
     const int tile_rows =
@@ -317,8 +321,17 @@ void schedule_split_reduction(ProjectionStage &p, const Target &target) {
                         : split_groups ? p.groups
                                        : p.in_features;
     const int granule = split_groups ? 1 : step;
-    const int per_round = kSplitReductionTasks * granule;
-    const Expr per_task = (extent + per_round - 1) / per_round * granule;
+    const auto ceil_div = [](const Expr &a, const Expr &b) { return (a + b - 1) / b; };
+    // A task reads one panel's weights for its range of the reduction: a contiguous run of
+    // unit_bytes per unit of `extent`, at most kSplitReductionRunBytes, and into as many
+    // ranges as give kSplitReductionTasks tasks over the panels.
+    const Expr unit_bytes = kWeightPadding * p.weights.type().bytes() * (p.paired ? 2 : 1) *
+                            (split_groups ? p.in_features / p.groups : 1);
+    const Expr panels = ceil_div(p.out_features, kWeightPadding);
+    const Expr feature_tasks = max(ceil_div(kSplitReductionTasks, panels),
+                                   ceil_div(extent, max(kSplitReductionRunBytes / unit_bytes, 1)));
+    const Expr per_round = feature_tasks * granule;
+    const Expr per_task = ceil_div(extent, per_round) * granule;
     few.split(split, task_r, within, per_task, TailStrategy::GuardWithIf);
     Func partial = few.rfactor(task_r, task);
     few.vectorize(p.o, vec);  // the sum over tasks
@@ -327,14 +340,16 @@ void schedule_split_reduction(ProjectionStage &p, const Target &target) {
     // reads only the outputs it needs.
     const int tile = std::min(kWeightPadding, kSplitReductionTileVectors * vec);
     Func sums = partial.in();
-    Var oo("oo"), oi("oi"), no("no"), ni("ni");
+    Var op("op"), oin("oin"), oo("oo"), oi("oi"), no("no"), ni("ni"), pt("pt");
     sums.compute_root().align_bounds(p.o, kWeightPadding);
     const auto tiles = [&](Stage s, int rows, TailStrategy tail) {
-        s.split(p.o, oo, oi, tile, TailStrategy::RoundUp)
+        s.split(p.o, op, oin, kWeightPadding, TailStrategy::RoundUp)
+            .split(oin, oo, oi, tile, TailStrategy::RoundUp)
             .split(p.n, no, ni, rows, tail)
-            .reorder(oi, ni, no, oo, task)
+            .reorder(oi, ni, no, oo, op, task)
             .vectorize(oi, vec)
-            .parallel(task);
+            .fuse(op, task, pt)
+            .parallel(pt);
     };
     tiles(sums.specialize(p.rows >= tile_rows), tile_rows, TailStrategy::ShiftInwards);
     tiles(sums, 1, TailStrategy::RoundUp);
@@ -697,13 +712,19 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
 }
 
 void schedule_cache_rows_cpu(Func rows, const Expr &positions, const Expr &items, CacheRows layout,
-                             const Target &target) {
+                             const Expr &feature_stride, const Target &target) {
     const std::vector<Var> a = rows.args();  // (.., .., hk, b), a[0] innermost in memory
     const int vec = vector_width(target);
     Var hb("hb");
     rows.fuse(a[2], a[3], hb);
-    // A step's position per item is not a vector.
-    if (layout == CacheRows::PositionsInnermost) rows.specialize(positions < vec);
+    if (layout == CacheRows::PositionsInnermost) {
+        // A step's few positions per item are not a vector: its features are, positions apart,
+        // and for one position dense. Scalar, with the rotation's selects per element, a GPT-2
+        // step's 768 keys took 5 us, a tenth of a projection.
+        Stage few = rows.specialize(positions < vec);
+        few.reorder(a[1], a[0]).vectorize(a[1], vec, TailStrategy::GuardWithIf);
+        few.specialize(feature_stride == 1);
+    }
     rows.vectorize(a[0], vec, TailStrategy::GuardWithIf);
     rows.specialize(positions * items > kSplitReductionMaxRows).parallel(hb);
 }

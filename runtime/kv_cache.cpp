@@ -222,6 +222,23 @@ attngen_status require_finite(const float *x, size_t n, const char *name) {
 
 // Appends on the CPU: row block b of k_rows [batch][kv_heads][head_dim][len] and v_rows
 // [batch][kv_heads][len][v_head_dim] to item item_of[b] at position first[b].
+// Copies `count` runs of `bytes` bytes, each `to_stride` and `from_stride` bytes past the one
+// before. A decoding step appends one position, a run of one element per feature: copied
+// inline, where a memcpy call per element was most of a GPT-2 step's append outside its kernel.
+void copy_runs(uint8_t *to, size_t to_stride, const uint8_t *from, size_t from_stride,
+               int32_t count, size_t bytes) {
+    const auto each = [&](auto copy) {
+        for (int32_t i = 0; i < count; ++i) copy(to + i * to_stride, from + i * from_stride);
+    };
+    if (bytes == 4) {
+        each([](uint8_t *t, const uint8_t *f) { std::memcpy(t, f, 4); });
+    } else if (bytes == 2) {
+        each([](uint8_t *t, const uint8_t *f) { std::memcpy(t, f, 2); });
+    } else {
+        each([bytes](uint8_t *t, const uint8_t *f) { std::memcpy(t, f, bytes); });
+    }
+}
+
 void copy_rows_into_cache(attngen_kv_cache *c, const std::vector<int32_t> &item_of,
                           const std::vector<int32_t> &first, int32_t len,
                           const std::vector<uint8_t> &k_rows, const std::vector<uint8_t> &v_rows) {
@@ -229,18 +246,16 @@ void copy_rows_into_cache(attngen_kv_cache *c, const std::vector<int32_t> &item_
     for (size_t b = 0; b < item_of.size(); ++b) {
         const int32_t item = item_of[b], n = first[b];
         for (int32_t hk = 0; hk < c->kv_heads; ++hk) {
-            for (int32_t d = 0; d < c->head_dim; ++d) {
-                const uint8_t *from =
-                    &k_rows[((b * c->kv_heads + hk) * c->head_dim + d) * len * element];
-                // Runs of positions within one block of the cache are contiguous.
-                for (int32_t t = 0; t < len;) {
-                    const int32_t position = n + t;
-                    const int32_t run =
-                        std::min(len - t, kCacheKeyBlock - position % kCacheKeyBlock);
-                    std::memcpy(&c->keys[c->key_offset(item, hk, d, position) * element],
-                                from + size_t(t) * element, size_t(run) * element);
-                    t += run;
-                }
+            const uint8_t *keys = &k_rows[(b * c->kv_heads + hk) * c->head_dim * len * element];
+            // Runs of positions within one block of the cache are contiguous; feature d of a
+            // run lies kCacheKeyBlock elements past feature d - 1 there, and len in the rows.
+            for (int32_t t = 0; t < len;) {
+                const int32_t position = n + t;
+                const int32_t run = std::min(len - t, kCacheKeyBlock - position % kCacheKeyBlock);
+                copy_runs(&c->keys[c->key_offset(item, hk, 0, position) * element],
+                          kCacheKeyBlock * element, keys + size_t(t) * element, len * element,
+                          c->head_dim, size_t(run) * element);
+                t += run;
             }
             const uint8_t *from = &v_rows[(b * c->kv_heads + hk) * len * c->v_head_dim * element];
             std::memcpy(&c->values[c->value_offset(item, hk, n) * element], from,
