@@ -458,17 +458,18 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     if (p.operand.defined()) {
         // Rounded once per input element, into a buffer that the register tiles read as they
         // read a float32 input: rounded inline, every broadcast of the tile would round again.
+        // In parallel over rows only for more than a decoding step's: a loop of one task
+        // still wakes the threads, and a bfloat16 GPT-2 step ran five of them.
         const std::vector<Var> a = p.operand.args();
-        p.operand.compute_root()
-            .vectorize(a.front(), vec, TailStrategy::GuardWithIf)
-            .parallel(a.back());
+        const Expr many_rows = p.rows > kSplitReductionMaxRows;
+        p.operand.compute_root().vectorize(a.front(), vec, TailStrategy::GuardWithIf);
+        p.operand.specialize(many_rows).parallel(a.back());
         if (p.r_operand.defined()) {
             // Each (d, g) writes its own feature g * group_size + d (d < group_size), which
             // Halide cannot prove for a run-time group size: there is no race to allow.
-            p.operand.update()
-                .allow_race_conditions()
-                .vectorize(p.r_operand.x, vec, TailStrategy::GuardWithIf)
-                .parallel(a.back());
+            Stage update = p.operand.update();
+            update.allow_race_conditions().vectorize(p.r_operand.x, vec, TailStrategy::GuardWithIf);
+            update.specialize(many_rows).parallel(a.back());
         }
     }
     // Before the matrix-product schedule below: a specialization starts from a copy of the
