@@ -46,14 +46,26 @@ TEST(Decode, PromptThenSteps) {
 }
 
 // Projections of up to 8 rows split their reduction over input features into parallel tasks
-// (schedule_cpu.cpp, schedule_split_reduction): 130 features make tasks of 16 with a last one of
-// 2, and the output projection's tasks take a head each. Their register tiles are 4 rows (2 on
-// 16-register targets), from calls of as many rows, the last tile shifted in: prompts of 1 to 5
-// rows fall on either side of the tile, 7, 8 and 9 on either side of the split's row limit.
+// of one weight panel each (schedule_cpu.cpp, schedule_split_reduction): 130 features over 3
+// panels of outputs make ranges of 24 features with a last one of 10, and the output
+// projection's ranges take whole heads. Their register tiles are 4 rows (2 on 16-register
+// targets), from calls of as many rows, the last tile shifted in: prompts of 1 to 5 rows fall
+// on either side of the tile, 7, 8 and 9 on either side of the split's row limit.
 TEST(Decode, PromptsAroundTheSplitReductionsRowLimit) {
     for (int prompt : {1, 2, 3, 4, 5, 7, 8, 9}) {
         DecodeAndCheck(Model(130, 2).num_kv_heads(1), prompt + 2, prompt, prompt + 2);
         DecodeAndCheck(Model(130, 5).rope(ATTNGEN_ROPE_HALF), prompt + 2, prompt, prompt + 2);
+    }
+}
+
+// A split-reduction task reads at most 128 KiB of its panel's weights (kSplitReductionRunBytes:
+// 512 float32 features, 512 bfloat16 pairs, 1024 float16 features): 1040 features over 17
+// panels of outputs make 3 ranges in float32, the last one shorter, and 2 in the 16-bit formats.
+TEST(Decode, ProjectionsWideEnoughToBoundATasksRun) {
+    for (attngen_precision p :
+         {ATTNGEN_PRECISION_F32, ATTNGEN_PRECISION_BF16, ATTNGEN_PRECISION_F16}) {
+        SCOPED_TRACE(p);
+        DecodeAndCheck(Model(1040, 8).num_kv_heads(2).precision(p), 7, 5, 7);
     }
 }
 
