@@ -47,6 +47,7 @@
 #include "device.h"
 #include "errors.h"
 #include "half_precision.h"
+#include "huge_pages.h"
 #include "kv_cache_device.h"
 #include "layout.h"
 #include "mha_handle.h"
@@ -65,8 +66,8 @@ struct attngen_kv_cache {
     attngen_precision precision;
     size_t element;  // bytes per stored element
     // On the CPU; empty for a GPU handle's cache, whose elements are on the device.
-    std::vector<uint8_t> keys;    // [max_batch][kv_heads][blocks][head_dim][kCacheKeyBlock]
-    std::vector<uint8_t> values;  // [max_batch][kv_heads][max_len][v_head_dim]
+    attngen::rt::HugePageBytes keys;    // [max_batch][kv_heads][blocks][head_dim][kCacheKeyBlock]
+    attngen::rt::HugePageBytes values;  // [max_batch][kv_heads][max_len][v_head_dim]
     std::unique_ptr<attngen::rt::DeviceKvStorage> on_device;
     std::vector<int32_t> lengths;
 
@@ -130,8 +131,8 @@ const CacheKernels &cache_kernels(attngen_device device, attngen_precision preci
 
 // Stored elements (any precision) as a kernel buffer: Halide strides count elements, so the
 // bytes' pointer with the elements' type describes them.
-template <int N>
-TensorBuffer<uint8_t, N> stored_buffer(const std::vector<uint8_t> &bytes, attngen_device device,
+template <int N, typename Bytes>
+TensorBuffer<uint8_t, N> stored_buffer(const Bytes &bytes, attngen_device device,
                                        attngen_precision p, const std::array<int32_t, N> &shape) {
     return TensorBuffer<uint8_t, N>(bytes.data(), shape, {},
                                     stored_element_type(p, device != ATTNGEN_DEVICE_CPU));
