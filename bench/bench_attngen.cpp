@@ -9,6 +9,7 @@
 
 #include "bench_rates.h"
 #include "bench_shapes.h"
+#include "mha_forward_call.h"
 
 #include <cmath>
 #include <cstdio>
@@ -26,33 +27,16 @@ void check(attngen_status status, benchmark::State &state) {
 
 // precision: of the handle's weights (float32 inputs and outputs in every precision).
 void BM_MhaForward(benchmark::State &state, Shape s, attngen_precision precision) {
-    const attngen_mha_config config{
-        s.d_model, s.heads,           0, 0,   0, 1, ATTNGEN_DEVICE_CPU, 0, 0,
-        precision, ATTNGEN_ROPE_NONE, 0, 0.0f};
-    attngen_mha *m = nullptr;
-    check(attngen_mha_create(&config, &m), state);
-    const size_t dd = size_t(s.d_model) * s.d_model;
-    const float w_scale = 1.0f / std::sqrt(float(s.d_model));
-    auto wq = random_vector(dd, w_scale, 1), wk = random_vector(dd, w_scale, 2);
-    auto wv = random_vector(dd, w_scale, 3), wo = random_vector(dd, w_scale, 4);
-    auto b = random_vector(s.d_model, 0.1f, 5);
-    check(attngen_mha_set_weights(m, wq.data(), wk.data(), wv.data(), wo.data(), b.data(), b.data(),
-                                  b.data(), b.data()),
-          state);
-    auto q = random_vector(size_t(s.batch) * s.q_len * s.d_model, 1.0f, 6);
-    auto kv = random_vector(size_t(s.batch) * s.kv_len * s.d_model, 1.0f, 7);
-    std::vector<float> out(size_t(s.batch) * s.q_len * s.d_model);
-    std::vector<float> weights(s.weights ? size_t(s.batch) * s.heads * s.q_len * s.kv_len : 0);
-    attngen_mask mask{};
-    mask.causal = s.causal ? ATTNGEN_CAUSAL_TOP_LEFT : ATTNGEN_CAUSAL_NONE;
+    MhaForwardCall forward(s, precision);
+    if (!forward.error().empty()) {
+        state.SkipWithError(forward.error().c_str());
+        return;
+    }
     for (auto _ : state) {
-        check(attngen_mha_forward(m, s.batch, s.q_len, s.kv_len, q.data(), kv.data(), kv.data(),
-                                  &mask, out.data(), s.weights ? weights.data() : nullptr),
-              state);
-        benchmark::DoNotOptimize(out.data());
+        check(forward(), state);
+        benchmark::DoNotOptimize(forward.out());
     }
     set_rates(state, mha_flops(s));
-    attngen_mha_destroy(m);
 }
 
 void BM_Sdpa(benchmark::State &state, Shape s) {

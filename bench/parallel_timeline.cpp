@@ -1,11 +1,13 @@
-// attngen_parallel_timeline: where a decoding step's time goes, parallel loop by parallel loop.
-// It runs the step of decode_step.h for a named decode shape with Halide's do_par_for wrapped
-// to record when each parallel loop starts and ends, and prints, per loop in the order a step
-// runs them, its task count and the medians of its time and of the gap before it. The gaps are
-// the step's serial work (sums of split reductions, the runtime's checks and copies) and the
-// threads' wake-ups; perf names the loops (their task functions).
+// attngen_parallel_timeline: where a call's time goes, parallel loop by parallel loop. It runs
+// the decoding step of decode_step.h for a named decode shape, or the MHA forward of
+// mha_forward_call.h for a named MHA shape, with Halide's do_par_for wrapped to record when each
+// parallel loop starts and ends, and prints, per loop in the order a call runs them, its task
+// count and the medians of its time and of the gap before it. The gaps are the call's serial
+// work (sums of split reductions, the runtime's checks and copies) and the threads' wake-ups;
+// perf names the loops (their task functions).
 //
-//     build/bench/attngen_parallel_timeline gpt2-decode [steps] [bf16]
+//     build/bench/attngen_parallel_timeline gpt2-decode [calls] [bf16]
+//     build/bench/attngen_parallel_timeline bert-512 [calls] [bf16]
 #include <HalideRuntime.h>
 #include <attngen/attngen.h>
 
@@ -14,10 +16,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "decode_step.h"
+#include "mha_forward_call.h"
 
 namespace {
 
@@ -46,43 +51,58 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
+// The call to time for a named shape, or an empty function with the reason in `error`.
+std::function<attngen_status()> call_for(const char *name, attngen_precision precision,
+                                         std::string &error) {
+    for (const attngen::DecodeShape &s : attngen::decode_shapes()) {
+        if (std::strcmp(s.name, name) != 0) continue;
+        auto stepper =
+            std::make_shared<attngen_bench::DecodeStepper>(s, precision, ATTNGEN_DEVICE_CPU);
+        error = stepper->error();
+        if (!error.empty()) return {};
+        return [stepper] { return stepper->step(); };
+    }
+    for (const attngen::NamedShape &s : attngen::named_shapes()) {
+        if (std::strcmp(s.name, name) != 0) continue;
+        auto forward = std::make_shared<attngen_bench::MhaForwardCall>(s, precision);
+        error = forward->error();
+        if (!error.empty()) return {};
+        return [forward] { return (*forward)(); };
+    }
+    error = std::string("no decode or MHA shape named ") + name;
+    return {};
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s <decode shape> [steps] [bf16]\n", argv[0]);
-        return 2;
-    }
-    const auto &shapes = attngen::decode_shapes();
-    const auto shape = std::find_if(shapes.begin(), shapes.end(), [&](const auto &s) {
-        return std::strcmp(s.name, argv[1]) == 0;
-    });
-    if (shape == shapes.end()) {
-        std::fprintf(stderr, "no decode shape named %s\n", argv[1]);
+        std::fprintf(stderr, "usage: %s <decode or MHA shape> [calls] [bf16]\n", argv[0]);
         return 2;
     }
     const int steps = argc > 2 ? std::max(1, std::atoi(argv[2])) : 2000;
     const bool bf16 = argc > 3 && std::strcmp(argv[3], "bf16") == 0;
-    attngen_bench::DecodeStepper stepper(
-        *shape, bf16 ? ATTNGEN_PRECISION_BF16 : ATTNGEN_PRECISION_F32, ATTNGEN_DEVICE_CPU);
-    if (!stepper.error().empty()) {
-        std::fprintf(stderr, "set-up failed: %s\n", stepper.error().c_str());
+    std::string error;
+    const std::function<attngen_status()> step =
+        call_for(argv[1], bf16 ? ATTNGEN_PRECISION_BF16 : ATTNGEN_PRECISION_F32, error);
+    if (!step) {
+        std::fprintf(stderr, "set-up failed: %s\n", error.c_str());
         return 1;
     }
-    for (int i = 0; i < steps / 10 + 1; ++i) stepper.step();  // warm caches and threads
+    for (int i = 0; i < steps / 10 + 1; ++i) step();  // warm caches and threads
     halide_set_custom_do_par_for(timed_do_par_for);
     std::vector<Clock::time_point> begins;
     for (int i = 0; i < steps; ++i) {
         begins.push_back(Clock::now());
-        if (stepper.step() != ATTNGEN_OK) {
-            std::fprintf(stderr, "step failed: %s\n", attngen_last_error());
+        if (step() != ATTNGEN_OK) {
+            std::fprintf(stderr, "call failed: %s\n", attngen_last_error());
             return 1;
         }
     }
     begins.push_back(Clock::now());
     halide_set_custom_do_par_for(halide_default_do_par_for);
     if (loops.size() % steps != 0) {
-        std::fprintf(stderr, "%zu parallel loops in %d steps: not the same loops every step\n",
+        std::fprintf(stderr, "%zu parallel loops in %d calls: not the same loops every call\n",
                      loops.size(), steps);
         return 1;
     }
@@ -92,8 +112,8 @@ int main(int argc, char **argv) {
         step_us.push_back(us(begins[i + 1] - begins[i]));
         if (per_step > 0) tail_us.push_back(us(begins[i + 1] - loops[(i + 1) * per_step - 1].end));
     }
-    std::printf("%s (%s), %d steps: median step %.1f us, %zu parallel loops per step\n",
-                shape->name, bf16 ? "bf16" : "fp32", steps, median(step_us), per_step);
+    std::printf("%s (%s), %d calls: median call %.1f us, %zu parallel loops per call\n", argv[1],
+                bf16 ? "bf16" : "fp32", steps, median(step_us), per_step);
     std::printf("%-6s %6s %12s %14s\n", "loop", "tasks", "median us", "gap before us");
     for (size_t k = 0; k < per_step; ++k) {
         std::vector<double> time, gap;

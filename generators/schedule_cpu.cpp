@@ -59,6 +59,11 @@ constexpr int kDecodeTileRows = 4;
 constexpr int kDecodeNarrowValueTile = 64;
 constexpr int kDecodeWideValueTile = 128;
 
+// Rows per parallel task of a projection's operand rounding (bfloat16 and float16 weights): a
+// task of one row was a few kilobytes of work, and at 512 tasks the loops of a bfloat16
+// forward's four roundings took 3-4% of it at bert-128 and bert-512 (attngen_parallel_timeline).
+constexpr int kOperandRowsPerTask = 16;
+
 // Register tile columns (tile_o output features each) per parallel task of a projection in
 // row blocks, rounded up to whole weight panels: 256 features with AVX-512's 4 x 16-float
 // tiles, 3 tasks per row block at d_model 768; one panel with AVX2's 2 x 8-float tiles.
@@ -458,18 +463,20 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     if (p.operand.defined()) {
         // Rounded once per input element, into a buffer that the register tiles read as they
         // read a float32 input: rounded inline, every broadcast of the tile would round again.
-        // In parallel over rows only for more than a decoding step's: a loop of one task
-        // still wakes the threads, and a bfloat16 GPT-2 step ran five of them.
+        // In parallel over blocks of rows only for more than a decoding step's: a loop of one
+        // task still wakes the threads, and a bfloat16 GPT-2 step ran five of them.
         const std::vector<Var> a = p.operand.args();
         const Expr many_rows = p.rows > kSplitReductionMaxRows;
         p.operand.compute_root().vectorize(a.front(), vec, TailStrategy::GuardWithIf);
-        p.operand.specialize(many_rows).parallel(a.back());
+        p.operand.specialize(many_rows).parallel(a.back(), kOperandRowsPerTask,
+                                                 TailStrategy::GuardWithIf);
         if (p.r_operand.defined()) {
             // Each (d, g) writes its own feature g * group_size + d (d < group_size), which
             // Halide cannot prove for a run-time group size: there is no race to allow.
             Stage update = p.operand.update();
             update.allow_race_conditions().vectorize(p.r_operand.x, vec, TailStrategy::GuardWithIf);
-            update.specialize(many_rows).parallel(a.back());
+            update.specialize(many_rows).parallel(a.back(), kOperandRowsPerTask,
+                                                  TailStrategy::GuardWithIf);
         }
     }
     // Before the matrix-product schedule below: a specialization starts from a copy of the
