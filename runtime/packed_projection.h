@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "half_precision.h"
+#include "huge_pages.h"
 #include "layout.h"
 
 namespace attngen::rt {
@@ -19,11 +20,12 @@ namespace attngen::rt {
 struct PackedProjection {
     int32_t in = 0, out = 0, padded_out = 0;
     attngen_precision precision = ATTNGEN_PRECISION_F32;
-    std::vector<float> weight;  // float32 weights, [panels, in, kWeightPadding]
+    // On huge pages where large (huge_pages.h): a decoding step streams every weight once.
+    std::vector<float, HugePageAllocator<float>> weight;  // float32, [panels, in, kWeightPadding]
     // Otherwise the bits: float16 likewise; bfloat16 in pairs of input features,
     // [panels, ceil(in / 2), kWeightPadding, 2], the odd count's last pair completed with 0 (the
     // projections reduce each pair in one lane of vdpbf16ps: ProjectionStage::paired).
-    std::vector<uint16_t> weight_bits;
+    std::vector<uint16_t, HugePageAllocator<uint16_t>> weight_bits;
     std::vector<float> bias;  // [padded_out], float32 in every precision
 
     // w is [out_features, in_features] as torch.nn.Linear stores it; b may be NULL. Weights are
