@@ -103,6 +103,14 @@ class AttngenGenerator : public Generator<T> {
         return gpu_few_rows_path();
     }
 
+    // CPU projections of many rows over few enough input features get a copy of their
+    // reduction kept in registers per row tile (schedule_cpu.h), where the target's register
+    // tile spans a weight panel.
+    DirectPath direct_path() const {
+        if (this->get_target().has_gpu_feature() || this->using_autoscheduler()) return {};
+        return cpu_direct_path(this->get_target(), cpu_knobs());
+    }
+
     // The attention output (c, i, h, b). Without a weights output, attngen's CPU and GPU
     // schedules use the flash algorithm (no q_len x kv_len buffer, masked key blocks skipped);
     // the weights and the autoschedulers use the one that materializes the probabilities.
@@ -314,15 +322,15 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         ProjectionStage pq =
             define_projection("q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1,
                               q_rows, bq.dim(0).extent(), packed_weights(wq_t), bounded(bq),
-                              storage_type(precision), few_rows_path());
+                              storage_type(precision), few_rows_path(), direct_path());
         ProjectionStage pk =
             define_projection("k_proj", as_rows(bounded(key), kv_len), key.dim(0).extent(), 1,
                               kv_rows, bk.dim(0).extent(), packed_weights(wk_t), bounded(bk),
-                              storage_type(precision), few_rows_path());
+                              storage_type(precision), few_rows_path(), direct_path());
         ProjectionStage pv =
             define_projection("v_proj", as_rows(bounded(value), kv_len), value.dim(0).extent(), 1,
                               kv_rows, bv.dim(0).extent(), packed_weights(wv_t), bounded(bv),
-                              storage_type(precision), few_rows_path());
+                              storage_type(precision), few_rows_path(), direct_path());
         Func qh = split_heads("q_heads", pq.result, hd, q_len);
         Func kh = split_heads("k_heads", pk.result, hd, kv_len);
         Func vh = split_heads("v_heads", pv.result, v_head_dim, kv_len);
@@ -350,7 +358,7 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         merged(d, g, n) = attention_out(d, n % q_len, g, n / q_len);
         ProjectionStage po = define_projection(
             "out_proj", merged, v_head_dim, heads, q_rows, bo.dim(0).extent(), packed_weights(wo_t),
-            bounded(bo), storage_type(precision), few_rows_path());
+            bounded(bo), storage_type(precision), few_rows_path(), direct_path());
         output = po.result;
         // Its GPU schedule's wide weight loads need tiles at multiples of 4 features
         // (ProjectionResult::Output); attngen's runtime passes every output from feature 0.
@@ -445,8 +453,9 @@ class LinearGenerator : public AttngenGenerator<LinearGenerator> {
             packed_weights ? weight_panel_view(w_in, panel)(o, f) : panels(o % panel, f, o / panel);
         Func rows("x_rows");
         rows(d, g, n) = x_in(d, n);
-        ProjectionStage p = define_projection("linear", rows, in, 1, x.dim(1).extent(),
-                                              out_features, w_t, bias_clamped, Float(32));
+        ProjectionStage p =
+            define_projection("linear", rows, in, 1, x.dim(1).extent(), out_features, w_t,
+                              bias_clamped, Float(32), FewRowsPath{}, direct_path());
         y = p.result;
 
         x.set_estimates({{0, kEstModel}, {0, kEstLen * kEstBatch}});

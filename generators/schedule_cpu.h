@@ -34,6 +34,10 @@ Halide::Expr flash_query_block(const CpuScheduleKnobs &knobs, const Halide::Targ
 // reading the weights; elsewhere rows are many and it is a matrix product.
 enum class ProjectionRows { Many, FewOrMany };
 
+// The direct path (DirectPath) schedule_projection_cpu has a schedule for on this target, or
+// none.
+DirectPath cpu_direct_path(const Halide::Target &target, const CpuScheduleKnobs &knobs);
+
 // Schedules result (compute_root, or a pipeline output) and its accumulator. A result that is
 // the pipeline's output passes its buffer's feature count (output_features), which the
 // caller's buffer must then start at 0 and hold exactly; other results are computed over

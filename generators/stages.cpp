@@ -23,7 +23,7 @@ std::string type_name(const Type &t) {
 ProjectionStage define_projection(const std::string &name, const Func &x, const Expr &group_size,
                                   const Expr &groups, const Expr &rows, const Expr &out_features,
                                   const Func &w_t, const Func &bias, const Type &storage,
-                                  const FewRowsPath &few_rows_path) {
+                                  const FewRowsPath &few_rows_path, const DirectPath &direct_path) {
     ProjectionStage p;
     p.acc = Func(name + "_acc");
     p.result = Func(name);
@@ -51,6 +51,7 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
     // The sum starts from the bias, not from 0: LLVM turned a register tile's zero
     // initialization into a call to memset (perf: 1-2% of a forward).
     p.acc(o, n) = bias(o);
+    Expr product;
     if (storage == BFloat(16)) {
         p.paired = true;
         p.r = RDom(0, kWeightPairs, 0, (p.in_features + 1) / kWeightPairs, name + "_r");
@@ -77,8 +78,7 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
             p.operand(p.r_operand.y * group_size + p.r_operand.x, m) =
                 rounded(x(p.r_operand.x, p.r_operand.y, m));
         }
-        p.acc(o, n) +=
-            cast<float>(p.operand(2 * p.r.y + p.r.x, row)) * weight(2 * o + p.r.x, p.r.y);
+        product = cast<float>(p.operand(2 * p.r.y + p.r.x, row)) * weight(2 * o + p.r.x, p.r.y);
     } else {
         p.r = RDom(0, group_size, 0, groups, name + "_r");
         Func operand = x;
@@ -89,7 +89,7 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
                                          : round_operand(x(d, g, m), storage);
             operand = p.operand;
         }
-        p.acc(o, n) += operand(p.r.x, p.r.y, row) * weight(o, p.r.y * group_size + p.r.x);
+        product = operand(p.r.x, p.r.y, row) * weight(o, p.r.y * group_size + p.r.x);
         if (few_rows_path.split > 0) {
             // Feature d = s * split + u of each group; the last s of a group may pass its end,
             // and reads there are clamped and their products dropped.
@@ -110,10 +110,19 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
             p.few_rows = few_rows_path.rows;
         }
     }
+    p.acc(o, n) += product;
+    Expr sum = p.acc(o, n);
+    if (direct_path.max_in_features > 0) {
+        p.acc_direct = Func(name + "_acc_direct");
+        p.acc_direct(o, n) = bias(o);
+        p.acc_direct(o, n) += product;
+        p.direct = rows > direct_path.min_rows && p.in_features <= direct_path.max_in_features;
+        sum = select(p.direct, p.acc_direct(o, n), sum);
+    }
     if (p.few_rows.defined()) {
-        p.result(o, n) = select(rows <= p.few_rows, p.few_rows_sum(o, n), p.acc(o, n));
+        p.result(o, n) = select(rows <= p.few_rows, p.few_rows_sum(o, n), sum);
     } else {
-        p.result(o, n) = p.acc(o, n);
+        p.result(o, n) = sum;
     }
     return p;
 }

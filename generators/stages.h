@@ -47,6 +47,11 @@ struct ProjectionStage {
     Halide::RDom r_split;  // split_acc's reduction: (feature step within a group, group)
     Halide::Var u{"u"};
     Halide::Expr few_rows;  // undefined without the path
+    // With a DirectPath: for calls where `direct` holds, result is acc_direct, the same
+    // reduction as acc, which a CPU schedule keeps in one register tile per row tile for the
+    // whole reduction (no buffer of partial sums to copy to the result).
+    Halide::Func acc_direct;
+    Halide::Expr direct;  // undefined without the path
 };
 
 // x(d, g, n) is read at rows clamp(n, 0, rows - 1) so that a schedule may compute whole
@@ -62,12 +67,19 @@ struct FewRowsPath {
     int split = 0;
     int rows = 0;
 };
+// The schedule's choice of a second copy of the reduction (ProjectionStage::acc_direct) for
+// calls of more than min_rows rows over at most max_in_features input features: 0 for none.
+struct DirectPath {
+    int min_rows = 0;
+    int max_in_features = 0;
+};
 ProjectionStage define_projection(const std::string &name, const Halide::Func &x,
                                   const Halide::Expr &group_size, const Halide::Expr &groups,
                                   const Halide::Expr &rows, const Halide::Expr &out_features,
                                   const Halide::Func &w_t, const Halide::Func &bias,
                                   const Halide::Type &storage,
-                                  const FewRowsPath &few_rows_path = {});
+                                  const FewRowsPath &few_rows_path = {},
+                                  const DirectPath &direct_path = {});
 
 // round_operand in integer arithmetic, for kernels that take their weights as bits
 // (storage_bits_as_float): the same values, with no 16-bit float type in the kernel.

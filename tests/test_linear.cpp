@@ -54,6 +54,18 @@ TEST(Linear, RowBlocksAcrossOutputGroups) {
     }
 }
 
+// 8 rows split the reduction over tasks (decoding); from 9 rows on, inputs of up to 1024
+// features keep each register tile's sum in registers (DirectPath, where the tile spans a
+// weight panel), wider ones sum blocks of features into a buffer.
+TEST(Linear, AcrossTheDirectPathsEdges) {
+    for (int rows : {8, 9, 70}) {
+        for (int in : {1023, 1024, 1025}) {
+            SCOPED_TRACE(std::to_string(rows) + " rows, " + std::to_string(in) + " inputs");
+            LinearTester().rows(rows).in_features(in).out_features(129).use_bias(true).Test();
+        }
+    }
+}
+
 TEST(Linear, LargeReduction) {
     LinearTester().rows(17).in_features(768).out_features(320).use_bias(true).Test();
 }

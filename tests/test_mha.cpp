@@ -133,6 +133,29 @@ TEST(Mha, ProjectionsWithRowBlocks) {
         .Test();
 }
 
+// Projections of more than 8 rows over at most 1024 input features keep each register tile's
+// whole reduction in registers where the tile spans a weight panel (AVX-512: DirectPath in
+// generators/stages.h); wider inputs, and every input on narrower targets, sum blocks of the
+// features into a buffer. Both sides of the edge, in every precision, with the attention's
+// output (1024 and 1040 features over 8 heads) the output projection's input.
+TEST(Mha, ProjectionsAtTheDirectPathsEdge) {
+    for (attngen_precision p :
+         {ATTNGEN_PRECISION_F32, ATTNGEN_PRECISION_BF16, ATTNGEN_PRECISION_F16}) {
+        for (int d_model : {1024, 1040}) {
+            SCOPED_TRACE(std::to_string(d_model) + " features, precision " + std::to_string(p));
+            MhaTester()
+                .d_model(d_model)
+                .num_heads(8)
+                .precision(p)
+                .batch(2)
+                .q_len(9)
+                .kv_len(13)
+                .with_weights(false)
+                .Test();
+        }
+    }
+}
+
 TEST(Mha, LargerModel) {
     MhaTester().d_model(256).num_heads(4).batch(2).q_len(33).kv_len(47).with_weights(false).Test();
 }
