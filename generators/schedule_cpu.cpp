@@ -113,6 +113,13 @@ void schedule_transpose(Func f, Func source, const Var &x, const Var &y, int vec
     rows.unroll(s[1], vec, TailStrategy::GuardWithIf);
 }
 
+// A packing task takes several heads where each is small, up to about this many elements:
+// the tutorial shape's 256 heads of 20 keys made loops of 256 tasks of 1280 elements each.
+// scripts/ab_runs.py, AVX-512, Zen 4, 3 rounds: mha_forward/tutorial 1.04x,
+// mha_forward_bf16/tutorial 1.01x, bert-128 and tutorial-cross level (2 and 1 heads a task).
+constexpr int kPackingTaskElements = 16384;
+constexpr int kPackingMaxHeadsPerTask = 16;
+
 // Keys transposed, into panels (jl, d, jp, h, b) where the attention asked for them
 // (PackedScore::k_panels) or to (j, d, h, b), and values copied to (c, j, h, b), at root, one
 // task per head and batch. Bfloat16 pairs (PackedScore::paired) are made from two rows of the
@@ -125,18 +132,25 @@ void schedule_key_value_packing(const PackedScore &p, int vec) {
     const bool panels = p.k_panels.defined();
     Func keys = panels ? p.k_panels : p.k_transposed;
     const std::vector<Var> k = keys.args();  // (jl, d, jp, h, b) or (j, d, h, b)
-    keys.compute_root().fuse(k[k.size() - 2], k.back(), hb).parallel(hb);
+    const Expr heads_per_task =
+        clamp(kPackingTaskElements / max(p.head_elements, 1), 1, kPackingMaxHeadsPerTask);
+    keys.compute_root()
+        .fuse(k[k.size() - 2], k.back(), hb)
+        .parallel(hb, heads_per_task, TailStrategy::GuardWithIf);
     if (panels) keys.bound(k[0], 0, kKeyPanel);
     schedule_transpose(keys, p.k_source, k[0], k[1], vec, p.sources_unrotated);
     if (!p.paired) {
-        v_packed.compute_root().fuse(v[2], v[3], hb).parallel(hb).vectorize(v[0], vec);
+        v_packed.compute_root()
+            .fuse(v[2], v[3], hb)
+            .parallel(hb, heads_per_task, TailStrategy::GuardWithIf)
+            .vectorize(v[0], vec);
         return;
     }
     for (Func pairs : {k_packed, v_packed}) {
         const std::vector<Var> a = pairs.args();  // (e, j or c, p, h, b)
         pairs.compute_root()
             .fuse(a[3], a[4], hb)
-            .parallel(hb)
+            .parallel(hb, heads_per_task, TailStrategy::GuardWithIf)
             .bound(a[0], 0, 2)
             .vectorize(a[0])
             .vectorize(a[1], vec, TailStrategy::GuardWithIf);

@@ -364,6 +364,7 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
     }
     PackedScore p;
     p.group = group;
+    p.head_elements = kv_len * max(dk, dv);
     p.paired = products == BFloat(16);
     Var j("j"), i("i"), c("c"), d("d"), h("h"), b("b"), e("e"), pair("p");
     // Packing clamps the indices a schedule rounds up (whole vectors of features, register

@@ -189,6 +189,7 @@ struct PackedScore {
     Halide::Func score;            // (j, i, h, b): q . k, reduction over r_dot
     Halide::RDom r_dot;            // over dk after the first term; paired: (e, p) from 0
     Halide::Expr group;            // query heads per key/value head
+    Halide::Expr head_elements;    // of one key/value head's keys or values, whichever more
     bool paired = false;
     // Defined when the queries and k_source are rotations left inline (apply_rope), which the
     // CPU schedules compute where they pack them (q_operand, k_transposed): true at run time
