@@ -468,9 +468,10 @@ CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
 // each tile's partial sums went through a task's buffer of 64 outputs by its rows (32 KiB at
 // 128 rows, all of L1), and copying it to the result took 3.4% of a projection's samples at
 // bert-512 and 5.7% at bert-128 (perf: the stores, to lines last written by the previous
-// call). scripts/ab_runs.py, AVX-512, 2 threads, Zen 4, 3-4 rounds: mha_forward/bert-128
-// 1.08x, bert-512 and bert-512-b8 1.01x, gpt2-causal, long-causal level; mha_forward_bf16/
-// bert-128 1.09x, bert-512 1.05x, bert-512-b8 1.08x; projection/bert-128 1.08x.
+// call). scripts/ab_runs.py, AVX-512, 2 threads, Zen 4, 3-5 rounds: mha_forward/bert-128
+// 1.02-1.08x (three runs), bert-512 and bert-512-b8 1.01x, gpt2-causal, long-causal level;
+// mha_forward_bf16/bert-128 1.09x, bert-512 1.03-1.05x, bert-512-b8 1.08x; projection/bert-128
+// 1.03-1.08x.
 constexpr int kDirectMaxInFeatures = 1024;
 
 DirectPath cpu_direct_path(const Target &target, const CpuScheduleKnobs &requested) {
