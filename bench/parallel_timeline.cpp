@@ -18,6 +18,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -34,11 +35,15 @@ struct Loop {
 };
 
 std::vector<Loop> loops;
+// A task that starts a parallel loop of its own records it from a worker thread.
+std::mutex loops_mutex;
 
 int timed_do_par_for(void *user_context, halide_task_t f, int min, int size, uint8_t *closure) {
     const Clock::time_point start = Clock::now();
     const int result = halide_default_do_par_for(user_context, f, min, size, closure);
-    loops.push_back({start, Clock::now(), size});
+    const Clock::time_point end = Clock::now();
+    const std::lock_guard<std::mutex> lock(loops_mutex);
+    loops.push_back({start, end, size});
     return result;
 }
 

@@ -549,10 +549,9 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
         for (ProjectionStage *p : {&pk, &pv}) {
             schedule_projection_cpu(*p, t, cpu_knobs(), ProjectionRows::FewOrMany);
         }
-        schedule_cache_rows_cpu(k_rows, len, batch, CacheRows::PositionsInnermost,
-                                k_rows.dim(1).stride(), t);
-        schedule_cache_rows_cpu(v_rows, len, batch, CacheRows::FeaturesInnermost,
-                                v_rows.dim(0).stride(), t);
+        schedule_cache_rows_cpu(k_rows, len, batch, CacheRows::PositionsInnermost, t,
+                                k_rows.dim(1).stride());
+        schedule_cache_rows_cpu(v_rows, len, batch, CacheRows::FeaturesInnermost, t);
     }
 };
 

@@ -79,6 +79,11 @@ constexpr int kTallRowBlockFactor = 4;
 // per core on the x86 server CPUs attngen is measured on).
 constexpr int64_t kPanelTasksMaxInputBytes = 640 * 1024;
 
+// a / b rounded up, for non-negative a and positive b.
+Expr ceil_div(const Expr &a, const Expr &b) {
+    return (a + b - 1) / b;
+}
+
 // Parallel tasks over (query block, head, batch): enough of them to fill the cores even at
 // batch 1 with a single head (long sequences), each one small enough to stay in L2.
 Var split_query_blocks(Func f, const Var &row, const Var &h, const Var &b,
@@ -341,7 +346,6 @@ void schedule_split_reduction(ProjectionStage &p, const Target &target) {
                         : split_groups ? p.groups
                                        : p.in_features;
     const int granule = split_groups ? 1 : step;
-    const auto ceil_div = [](const Expr &a, const Expr &b) { return (a + b - 1) / b; };
     // A task reads one panel's weights for its range of the reduction: a contiguous run of
     // unit_bytes per unit of `extent`, at most kSplitReductionRunBytes, and into as many
     // ranges as give kSplitReductionTasks tasks over the panels.
@@ -526,8 +530,7 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // start that bounds inference derives, the bfloat16 key projection's register tiles were
     // indexed by offsets constant only modulo that start, and LLVM kept them in memory
     // (mha_forward_bf16/bert-128 0.81x).
-    const Expr padded_features =
-        (p.out_features + kWeightPadding - 1) / kWeightPadding * kWeightPadding;
+    const Expr padded_features = ceil_div(p.out_features, kWeightPadding) * kWeightPadding;
     p.result.bound(p.o, 0, output_features.defined() ? output_features : padded_features);
     p.result.compute_root()
         .split(p.o, oo, oi, kWeightPadding, TailStrategy::GuardWithIf)
@@ -592,7 +595,7 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
         and_direct(s);
     };
     const int block_rows = knobs.gemm_row_tiles * tile_l;
-    const Expr groups = (p.out_features + group_features - 1) / group_features;
+    const Expr groups = ceil_div(p.out_features, group_features);
     row_blocks(p.result.specialize(groups >= kTallRowBlockMinGroups),
                kTallRowBlockFactor * block_rows);
     row_blocks(p.result, block_rows);
@@ -778,7 +781,7 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
 }
 
 void schedule_cache_rows_cpu(Func rows, const Expr &positions, const Expr &items, CacheRows layout,
-                             const Expr &feature_stride, const Target &target) {
+                             const Target &target, const Expr &key_feature_stride) {
     const std::vector<Var> a = rows.args();  // (.., .., hk, b), a[0] innermost in memory
     const int vec = vector_width(target);
     Var hb("hb");
@@ -789,7 +792,7 @@ void schedule_cache_rows_cpu(Func rows, const Expr &positions, const Expr &items
         // step's 768 keys took 5 us, a tenth of a projection.
         Stage few = rows.specialize(positions < vec);
         few.reorder(a[1], a[0]).vectorize(a[1], vec, TailStrategy::GuardWithIf);
-        few.specialize(feature_stride == 1);
+        if (key_feature_stride.defined()) few.specialize(key_feature_stride == 1);
     }
     rows.vectorize(a[0], vec, TailStrategy::GuardWithIf);
     rows.specialize(positions * items > kSplitReductionMaxRows).parallel(hb);

@@ -74,13 +74,14 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Halide::Target
 
 // The rows an append writes into the KV cache, (.., .., kv head, batch), `positions` for each
 // of `items`, vectorized along their first dimension (keys: when the positions fill a vector,
-// and along their features, feature_stride apart, when they do not): in parallel over (kv
+// and along their features, key_feature_stride apart, when they do not): in parallel over (kv
 // head, batch) only for more rows than a decoding step appends, whose few rows cost less than
 // waking the threads.
 enum class CacheRows { PositionsInnermost, FeaturesInnermost };  // keys, values
 void schedule_cache_rows_cpu(Halide::Func rows, const Halide::Expr &positions,
                              const Halide::Expr &items, CacheRows layout,
-                             const Halide::Expr &feature_stride, const Halide::Target &target);
+                             const Halide::Target &target,
+                             const Halide::Expr &key_feature_stride = Halide::Expr());
 
 // Packs a [out, in] weight into (o, f) order for a projection, at root.
 void schedule_weight_pack_cpu(Halide::Func pack, const Halide::Target &target);
