@@ -84,16 +84,29 @@ Expr ceil_div(const Expr &a, const Expr &b) {
     return (a + b - 1) / b;
 }
 
+// An attention task takes several query blocks where each is small, up to about this many
+// elements of work (rows x keys x head size): the tutorial shape's 256 heads of 10 queries and
+// 20 keys made two loops of 256 tasks, 381 and 210 us of a 6.4 ms forward
+// (attngen_parallel_timeline) for 6.5 MFLOP.
+constexpr int kAttentionTaskElements = 1 << 17;
+constexpr int kAttentionMaxBlocksPerTask = 16;
+
 // Parallel tasks over (query block, head, batch): enough of them to fill the cores even at
-// batch 1 with a single head (long sequences), each one small enough to stay in L2.
-Var split_query_blocks(Func f, const Var &row, const Var &h, const Var &b,
-                       const Expr &query_block) {
-    Var block("block"), row_in_block("row_in_block"), task("task");
+// batch 1 with a single head (long sequences), each one small enough to stay in L2. Returns
+// the loop of one query block, inside its task; `rows` (a block's rows in use) and
+// `head_elements` (PackedScore) size the work of a block.
+Var split_query_blocks(Func f, const Var &row, const Var &h, const Var &b, const Expr &query_block,
+                       const Expr &rows, const Expr &head_elements) {
+    Var block("block"), row_in_block("row_in_block"), task("task"), unit("unit");
+    const Expr work = max(cast<int64_t>(rows) * head_elements, 1);
+    const Expr per_task = cast<int>(clamp(Expr(int64_t(kAttentionTaskElements)) / work, 1,
+                                          Expr(int64_t(kAttentionMaxBlocksPerTask))));
     f.split(row, block, row_in_block, query_block, TailStrategy::GuardWithIf)
-        .fuse(block, h, task)
-        .fuse(task, b, task)
+        .fuse(block, h, unit)
+        .fuse(unit, b, unit)
+        .split(unit, task, unit, per_task, TailStrategy::GuardWithIf)
         .parallel(task);
-    return task;
+    return unit;
 }
 
 // A transposing copy, f(x, y) = source(y, x, ...) with y dense in the source: tiles of
@@ -834,15 +847,17 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
 
     schedule_key_value_packing(a.packed, vec);
 
-    // The softmax stages are computed per query block inside the task loop of the Func that
-    // consumes them, so only query_block x kv_len scores are live per task: memory grows
+    // The softmax stages are computed per query block inside the loop of the Func that
+    // consumes them, so only query_block x kv_len scores are live per block: memory grows
     // linearly with sequence length.
     Func softmax_root = weights_output ? a.probs : a.out;
-    Var task = split_query_blocks(softmax_root, i, h, b, knobs.query_block);
+    const Expr rows = min(knobs.query_block, a.q_len);
+    Var block =
+        split_query_blocks(softmax_root, i, h, b, knobs.query_block, rows, a.packed.head_elements);
     if (weights_output) {
         a.probs.compute_root().vectorize(j, vec, TailStrategy::GuardWithIf);
     } else {
-        a.probs.compute_at(softmax_root, task).vectorize(j, vec, TailStrategy::GuardWithIf);
+        a.probs.compute_at(softmax_root, block).vectorize(j, vec, TailStrategy::GuardWithIf);
     }
 
     // Score register tile: score_vectors vectors of keys by score_rows queries, with the dot
@@ -850,28 +865,28 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
     // block's buffer, both tiles of this path were a load, an FMA and a store per step; in
     // registers, their tasks fell from 3.6% to 2.5% (scores, softmax) and 1.6% to 0.7%
     // (probs x values) of the samples of an MHA forward at the tutorial shape, perf.)
-    schedule_query_tile(a.packed, LoopLevel(softmax_root, task), vec);
-    schedule_register_tile_at(a.packed.score, LoopLevel(softmax_root, task), j, i, a.packed.r_dot,
+    schedule_query_tile(a.packed, LoopLevel(softmax_root, block), vec);
+    schedule_register_tile_at(a.packed.score, LoopLevel(softmax_root, block), j, i, a.packed.r_dot,
                               knobs.score_vectors, knobs.score_rows, vec);
 
     // Row reductions: kReductionLanes partial results per row, whole vectors.
     for (Func f : {a.max_lanes, a.sum_lanes}) {
-        f.compute_at(softmax_root, task).vectorize(u, vec);
+        f.compute_at(softmax_root, block).vectorize(u, vec);
         f.update(0).vectorize(u, vec);
         f.update(1).unscheduled();  // the tail: fewer than kReductionLanes keys per row
     }
-    a.row_max.compute_at(softmax_root, task);
-    a.row_sum.compute_at(softmax_root, task);
+    a.row_max.compute_at(softmax_root, block);
+    a.row_sum.compute_at(softmax_root, block);
     // exp_score reads the mask inputs, so its tail must be exact.
-    a.exp_score.compute_at(softmax_root, task).vectorize(j, vec, TailStrategy::GuardWithIf);
+    a.exp_score.compute_at(softmax_root, block).vectorize(j, vec, TailStrategy::GuardWithIf);
 
     // probs x values register tile: out_vectors vectors of features by out_rows queries, with
     // the sum over keys outside it.
     if (weights_output) {
-        task = split_query_blocks(a.out, i, h, b, knobs.query_block);
+        block = split_query_blocks(a.out, i, h, b, knobs.query_block, rows, a.packed.head_elements);
     }
     a.out.compute_root().vectorize(c, vec, TailStrategy::GuardWithIf);
-    schedule_register_tile_at(a.out_acc, LoopLevel(a.out, task), c, i, a.r_keys, knobs.out_vectors,
+    schedule_register_tile_at(a.out_acc, LoopLevel(a.out, block), c, i, a.r_keys, knobs.out_vectors,
                               knobs.out_rows, vec);
 }
 
@@ -883,14 +898,16 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
 
     schedule_key_value_packing(a.packed, vec);
 
-    // One parallel task per query block (of every head and batch); the running state of the
-    // block's queries lives for the task, and everything of one key block for one step of it.
-    Var task = split_query_blocks(a.out, i, h, b, a.query_block);
+    // One parallel task per query block (of every head and batch), or per few where they are
+    // small; the running state of a block's queries lives for the block, and everything of one
+    // key block for one step of it.
+    Var block =
+        split_query_blocks(a.out, i, h, b, a.query_block, a.query_block, a.packed.head_elements);
     a.out.compute_root().vectorize(c, vec, TailStrategy::GuardWithIf);
-    a.state.compute_at(a.out, task).vectorize(c, vec, TailStrategy::RoundUp);
+    a.state.compute_at(a.out, block).vectorize(c, vec, TailStrategy::RoundUp);
     a.state.update().reorder(c, ii, a.r_blocks).vectorize(c, vec, TailStrategy::RoundUp);
     const LoopLevel key_block_step(a.state, a.r_blocks);
-    schedule_query_tile(a.packed, LoopLevel(a.out, task), vec);
+    schedule_query_tile(a.packed, LoopLevel(a.out, block), vec);
 
     // Score register tile: score_vectors vectors of keys by score_rows queries, with the dot
     // product over d outside it.
@@ -933,11 +950,11 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // registers.
     a.block_out.bound_extent(a.kb, 1).bound_extent(a.qb, 1);
 
-    // The buffers of one key block are allocated once per task, not once per key block: their
-    // sizes are run-time values, so each was a malloc and a free per step (perf: 8% of an sdpa
-    // call at bert-512 in glibc's allocator).
-    const LoopLevel task_level(a.out, task);
-    for (Func f : per_key_block) f.hoist_storage(task_level);
+    // The buffers of one key block are allocated once per query block, not once per key block:
+    // their sizes are run-time values, so each was a malloc and a free per step (perf: 8% of an
+    // sdpa call at bert-512 in glibc's allocator).
+    const LoopLevel block_level(a.out, block);
+    for (Func f : per_key_block) f.hoist_storage(block_level);
 }
 
 }  // namespace attngen
