@@ -134,14 +134,16 @@ class AttngenGenerator : public Generator<T> {
         if (weights == nullptr && !this->using_autoscheduler()) {
             const CpuScheduleKnobs knobs = resolve_cpu_knobs(cpu_knobs(), t);
             const Expr query_block = flash_query_block(knobs, t, kv_len, dk, dv, mask.causal);
-            FlashAttentionStage a =
-                define_flash_attention(q, k, v, dk, dv, q_len, kv_len, group, scale, mask,
-                                       query_block, knobs.key_block, false, products);
+            FlashAttentionStage a = define_flash_attention(
+                q, k, v, dk, dv, q_len, kv_len, group, scale, mask, query_block, knobs.key_block,
+                false, products, cpu_value_tile(knobs, t));
             a.packed.sources_unrotated = unrotated;
             schedule_flash_attention_cpu(a, t, knobs);
             return a.out;
         }
-        AttentionStage a = define_attention(q, k, v, dk, dv, q_len, kv_len, group, scale, mask);
+        const bool cpu_schedule = !t.has_gpu_feature() && !this->using_autoscheduler();
+        AttentionStage a = define_attention(q, k, v, dk, dv, q_len, kv_len, group, scale, mask,
+                                            cpu_schedule ? cpu_value_tile(cpu_knobs(), t) : 0);
         if (weights != nullptr) *weights = a.probs;
         if (this->using_autoscheduler()) return a.out;
         if (t.has_gpu_feature()) {

@@ -289,9 +289,10 @@ void schedule_register_tile_into(Func acc, Func tile, const LoopLevel &at, const
 
 void schedule_register_tile_at(Func acc, const LoopLevel &at, const Var &columns, const Var &rows,
                                const TileReduction &reduction, int vectors, int rows_per_tile,
-                               int vec, const std::vector<TileShape> &shapes = {}) {
+                               int vec, const std::vector<TileShape> &shapes = {},
+                               const std::vector<Expr> &when = {}) {
     schedule_register_tile_into(acc, acc.in(), at, columns, rows, columns, rows, reduction, vectors,
-                                rows_per_tile, vec, shapes);
+                                rows_per_tile, vec, shapes, when);
 }
 
 // Per head, keys and values beyond this many bytes are "long": query blocks of long_query_block
@@ -424,6 +425,10 @@ Expr flash_query_block(const CpuScheduleKnobs &requested, const Target &target, 
     const int long_causal_query_block = std::min(knobs.long_query_block, 2 * knobs.query_block);
     return select(kv_bytes <= Expr(kLongKeyValueBytes), knobs.query_block, causal != 0,
                   long_causal_query_block, knobs.long_query_block);
+}
+
+int cpu_value_tile(const CpuScheduleKnobs &requested, const Target &target) {
+    return resolve_cpu_knobs(requested, target).out_vectors * vector_width(target);
 }
 
 CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
@@ -886,8 +891,10 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
         block = split_query_blocks(a.out, i, h, b, knobs.query_block, rows, a.packed.head_elements);
     }
     a.out.compute_root().vectorize(c, vec, TailStrategy::GuardWithIf);
+    std::vector<Expr> in_place;  // as in schedule_flash_attention_cpu
+    if (a.packed.values_in_place.defined()) in_place.push_back(a.packed.values_in_place);
     schedule_register_tile_at(a.out_acc, LoopLevel(a.out, block), c, i, a.r_keys, knobs.out_vectors,
-                              knobs.out_rows, vec);
+                              knobs.out_rows, vec, {}, in_place);
 }
 
 void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
@@ -936,10 +943,13 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     a.block_probs.compute_at(key_block_step).vectorize(jj, vec);
 
     // probs x values register tile: out_vectors vectors of features by out_rows queries, with
-    // the sum over the block's keys outside it.
+    // the sum over the block's keys outside it. Where the values are read in place
+    // (cpu_value_tile), a specialization drops v_packed's select from the tile's loop.
+    std::vector<Expr> in_place;
+    if (a.packed.values_in_place.defined()) in_place.push_back(a.packed.values_in_place);
     schedule_register_tile_at(a.block_out, key_block_step, c, ii,
                               TileReduction(a.r_block_keys, a.packed.paired, target),
-                              knobs.out_vectors, knobs.out_rows, vec);
+                              knobs.out_vectors, knobs.out_rows, vec, {}, in_place);
     std::vector<Func> per_key_block = {a.block_logits,   a.max_lanes, a.block_max, a.block_probs,
                                        a.block_out.in(), a.sum_lanes, a.block_sum};
     if (a.packed.paired) {

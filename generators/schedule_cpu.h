@@ -22,6 +22,11 @@ struct CpuScheduleKnobs {
 // Replaces every 0 knob by the value for the target's register file and vector width.
 CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs knobs, const Halide::Target &target);
 
+// The features of the CPU attention's probs x values register tile (either algorithm): the
+// value_tile of define_flash_attention and define_attention, so that heads of whole tiles read
+// their values in place, with no packed copy.
+int cpu_value_tile(const CpuScheduleKnobs &knobs, const Halide::Target &target);
+
 // The query block of the flash attention for a call: query_block while a head's keys and
 // values stay in L2, long_query_block beyond (2 x query_block at most for causal calls).
 // Target policy, so it lives here; define_flash_attention takes the result.

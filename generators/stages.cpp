@@ -357,7 +357,8 @@ Expr exp_nonpositive(const Expr &x) {
 
 PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, const Expr &dk,
                                 const Expr &dv, const Expr &q_len, const Expr &kv_len,
-                                const Expr &group, const Type &products, bool key_panels) {
+                                const Expr &group, const Type &products, bool key_panels,
+                                int value_tile) {
     if (products != Float(32) && products != BFloat(16)) {
         throw CompileError("attention products in " + type_name(products) +
                            ": only float32 and bfloat16 are defined");
@@ -392,6 +393,7 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         p.v_packed = Func("v_pairs");
         p.v_packed(e, c, pair, h, b) =
             cast(products, v(clamp(c, 0, dv - 1), clamp(2 * pair + e, 0, kv_len - 1), h, b));
+        p.values = p.v_packed;
         // An even dk (q_even_features) reads the queries' features as they are, so that a
         // specialization on it loads them as vectors, not one by one.
         p.q_even_features = dk % 2 == 0;
@@ -416,6 +418,18 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
     }
     p.v_packed = Func("v_packed");
     p.v_packed(c, j, h, b) = v(clamp(c, 0, dv - 1), key_row, h, b);
+    p.values = p.v_packed;
+    if (value_tile > 0) {
+        // In place, every tile's features lie within the head: the promise bounds the reads to
+        // it without the clamp, whose per-lane min would make every vector load a gather. The
+        // key is the products' reduction, one scalar clamp per key. Halide skips v_packed's
+        // loop when nothing reads it.
+        p.values_in_place = dv % value_tile == 0;
+        p.values = Func("values");
+        p.values(c, j, h, b) =
+            select(p.values_in_place, v(unsafe_promise_clamped(c, 0, dv - 1), key_row, h, b),
+                   p.v_packed(c, j, h, b));
+    }
 
     // Dot products start from their first term, as every reduction into a register tile does
     // (see define_projection): dk, kv_len and key blocks are at least 1.
@@ -428,7 +442,8 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
 
 AttentionStage define_attention(const Func &q, const Func &k, const Func &v, const Expr &dk,
                                 const Expr &dv, const Expr &q_len, const Expr &kv_len,
-                                const Expr &group, const Expr &scale, const MaskInputs &mask) {
+                                const Expr &group, const Expr &scale, const MaskInputs &mask,
+                                int value_tile) {
     AttentionStage a;
     const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
     a.dk = dk;
@@ -436,7 +451,8 @@ AttentionStage define_attention(const Func &q, const Func &k, const Func &v, con
     a.q_len = q_len;
     a.kv_len = kv_len;
 
-    a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len, group);
+    a.packed =
+        define_packed_score(q, k, v, dk, dv, q_len, kv_len, group, Float(32), false, value_tile);
 
     const MaskedLogits logits = define_masked_logits(a.packed.score, scale, mask, q_len, kv_len);
     const Func &masked = logits.masked, &masked_logit = logits.masked_logit;
@@ -488,7 +504,7 @@ AttentionStage define_attention(const Func &q, const Func &k, const Func &v, con
     // probs is read at a clamped row because it may be a pipeline output (the weights), which
     // cannot grow to cover rows a register tile computes past q_len.
     a.out_acc(c, i, h, b) +=
-        a.probs(a.r_keys, row, h, b) * a.packed.v_packed(c, a.r_keys, h / group, b);
+        a.probs(a.r_keys, row, h, b) * a.packed.values(c, a.r_keys, h / group, b);
     a.out = Func("attention_out");
     a.out(c, i, h, b) = a.out_acc(c, i, h, b);
     return a;

@@ -157,7 +157,10 @@ Halide::Expr causal_key_offset(const MaskInputs &mask, const Halide::Expr &q_len
                                const Halide::Expr &kv_len);
 
 // Keys transposed and values copied so that schedules can round tiles up past the last key or
-// feature, and the scores q . k over them: the first stage of both attention algorithms. Keys
+// feature, and the scores q . k over them: the first stage of both attention algorithms.
+// value_tile > 0 (float32 products) is the features of a schedule's probs x values register
+// tile: where a value head is whole tiles of it, `values` reads the values where they are and
+// v_packed is not computed. Keys
 // and values have heads / group heads (grouped-query attention): query head h reads key/value
 // head h / group, and each key/value head is packed once, not once per query head.
 //
@@ -180,9 +183,13 @@ struct PackedScore {
     // blocks): elsewhere, as in the materialized path's tiles at the weights' buffer's min,
     // Halide cannot prove a vector lies in one panel and gathers it.
     Halide::Func k_panels;
-    Halide::Func k_packed;         // (j, d, hk, b): a view of k_panels, or k_transposed; paired:
-                                   // its bfloat16 pairs
-    Halide::Func v_packed;         // (c, j, hk, b), readable past dv and kv_len; or pairs
+    Halide::Func k_packed;  // (j, d, hk, b): a view of k_panels, or k_transposed; paired:
+                            // its bfloat16 pairs
+    Halide::Func v_packed;  // (c, j, hk, b), readable past dv and kv_len; or pairs
+    // What the probs x values products read, as v_packed: v_packed itself, or (value_tile,
+    // below) a choice at run time between it and the values as given, read in place.
+    Halide::Func values;
+    Halide::Expr values_in_place;  // defined with value_tile: true when `values` reads in place
     Halide::Func q_operand;        // (d, i, h, b), the queries at rows clamped to q_len; paired:
                                    // (e, p, i, h, b) in bfloat16 (above)
     Halide::Expr q_even_features;  // paired: dk is even (q_operand reads no clamped feature)
@@ -202,7 +209,7 @@ PackedScore define_packed_score(const Halide::Func &q, const Halide::Func &k, co
                                 const Halide::Expr &q_len, const Halide::Expr &kv_len,
                                 const Halide::Expr &group,
                                 const Halide::Type &products = Halide::Float(32),
-                                bool key_panels = false);
+                                bool key_panels = false, int value_tile = 0);
 
 // The logits score * scale + additive mask, and which of them are masked (causal, key lengths,
 // boolean mask, or an additive -inf), as Funcs of (j, i, h, b). Keys past kv_len are masked.
@@ -244,7 +251,7 @@ AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, co
                                 const Halide::Expr &dk, const Halide::Expr &dv,
                                 const Halide::Expr &q_len, const Halide::Expr &kv_len,
                                 const Halide::Expr &group, const Halide::Expr &scale,
-                                const MaskInputs &mask);
+                                const MaskInputs &mask, int value_tile = 0);
 
 // Attention without the weights output, as FlashAttention computes it: keys in blocks of
 // key_block, each block's softmax taken against its own maximum, and the blocks combined by an
@@ -284,15 +291,14 @@ struct FlashAttentionStage {
 // The block sizes are the schedule's choice (schedule_cpu.h: flash_query_block): query_block
 // may depend on the call (a positive Expr), key_block must be a multiple of kReductionLanes.
 // Both shrink to the problem where it is smaller, unless fixed_blocks: a GPU block's threads
-// and shared memory take the constant sizes.
-FlashAttentionStage define_flash_attention(const Halide::Func &q, const Halide::Func &k,
-                                           const Halide::Func &v, const Halide::Expr &dk,
-                                           const Halide::Expr &dv, const Halide::Expr &q_len,
-                                           const Halide::Expr &kv_len, const Halide::Expr &group,
-                                           const Halide::Expr &scale, const MaskInputs &mask,
-                                           const Halide::Expr &query_block, int key_block,
-                                           bool fixed_blocks = false,
-                                           const Halide::Type &products = Halide::Float(32));
+// and shared memory take the constant sizes. value_tile: as define_packed_score's (the CPU's
+// schedule_cpu.h: cpu_value_tile), for float32 products without fixed_blocks.
+FlashAttentionStage define_flash_attention(
+    const Halide::Func &q, const Halide::Func &k, const Halide::Func &v, const Halide::Expr &dk,
+    const Halide::Expr &dv, const Halide::Expr &q_len, const Halide::Expr &kv_len,
+    const Halide::Expr &group, const Halide::Expr &scale, const MaskInputs &mask,
+    const Halide::Expr &query_block, int key_block, bool fixed_blocks = false,
+    const Halide::Type &products = Halide::Float(32), int value_tile = 0);
 
 // Attention of a few queries over a KV cache, as decoding runs it (stages_decode.cpp): the
 // queries that share a key/value head are the rows of one problem, the cached keys are split

@@ -14,7 +14,8 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
                                            const Expr &dk, const Expr &dv, const Expr &q_len,
                                            const Expr &kv_len, const Expr &group, const Expr &scale,
                                            const MaskInputs &mask, const Expr &query_block,
-                                           int key_block, bool fixed_blocks, const Type &products) {
+                                           int key_block, bool fixed_blocks, const Type &products,
+                                           int value_tile) {
     if (key_block <= 0 || key_block % kReductionLanes != 0) {
         throw CompileError("flash attention needs key_block a positive multiple of " +
                            std::to_string(kReductionLanes) + "; got " + std::to_string(key_block));
@@ -38,7 +39,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     // blocks are multiples of it), for float32 products only: bfloat16 pairs in panels measured
     // level (bench/RESULTS.md), so they keep the transposed rows.
     a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len, group, products,
-                                   !fixed_blocks && products == Float(32));
+                                   !fixed_blocks && products == Float(32), value_tile);
     const MaskedLogits logits = define_masked_logits(a.packed.score, scale, mask, q_len, kv_len);
     const Expr lowest = logits.masked_value;
     const Expr key = kb * kblock + jj;
@@ -128,10 +129,10 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
         a.r_block_keys = RDom(1, kblock - 1, "r_block_keys");
         a.r_block_keys.where(a.r_block_keys <= last_key_in_block);
         a.block_out(c, kb, ii, qb, h, b) =
-            a.block_probs(0, kb, ii, qb, h, b) * a.packed.v_packed(c, kb * kblock, h / group, b);
+            a.block_probs(0, kb, ii, qb, h, b) * a.packed.values(c, kb * kblock, h / group, b);
         a.block_out(c, kb, ii, qb, h, b) +=
             a.block_probs(a.r_block_keys, kb, ii, qb, h, b) *
-            a.packed.v_packed(c, kb * kblock + a.r_block_keys, h / group, b);
+            a.packed.values(c, kb * kblock + a.r_block_keys, h / group, b);
     }
 
     // The online combination over the visited key blocks, per query block.

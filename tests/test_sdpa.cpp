@@ -587,6 +587,20 @@ TEST(SdpaWeights, OutputIsTheSameWithAndWithoutWeights) {
     EXPECT_TRUE(t.OutputsAgree(with, without));
 }
 
+// Value heads of whole probs x values tiles (16 features on AVX2, 64 on AVX-512) are read where
+// they are; other sizes through the packed copy. Both, across key blocks and with grouped heads,
+// with a key length inside the last block, for both algorithms.
+TEST(SdpaValues, InPlaceAndPacked) {
+    for (int dv : {16, 48, 64, 80, 128}) {
+        SCOPED_TRACE("dv " + std::to_string(dv));
+        SdpaTester t;
+        t.batch(2).heads(4).kv_heads(2).q_len(33).kv_len(530).dk(24).dv(dv).kv_lengths({530, 517});
+        t.with_weights(true).Test();
+        t.with_weights(false).Test();
+        t.causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT).with_weights(false).Test();
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The C++ wrapper
 
