@@ -85,9 +85,11 @@ Expr ceil_div(const Expr &a, const Expr &b) {
 }
 
 // An attention task takes several query blocks where each is small, up to about this many
-// elements of work (rows x keys x head size): the tutorial shape's 256 heads of 10 queries and
-// 20 keys made two loops of 256 tasks, 381 and 210 us of a 6.4 ms forward
-// (attngen_parallel_timeline) for 6.5 MFLOP.
+// elements of work (rows x keys x head size; a bert-128 block of 16 rows is one task). The
+// tutorial shape's 256 heads of 10 queries and 20 keys made two loops of 256 tasks, 381 and
+// 210 us of a 6.4 ms forward for 6.5 MFLOP; in 26 tasks of 10 heads, 279 and 148 us
+// (attngen_parallel_timeline), sdpa/tutorial 1.06x (scripts/ab_runs.py, 3 rounds, Zen 4). At
+// most 16 blocks, so that a loop still has several tasks per core to balance.
 constexpr int kAttentionTaskElements = 1 << 17;
 constexpr int kAttentionMaxBlocksPerTask = 16;
 
@@ -97,16 +99,17 @@ constexpr int kAttentionMaxBlocksPerTask = 16;
 // `head_elements` (PackedScore) size the work of a block.
 Var split_query_blocks(Func f, const Var &row, const Var &h, const Var &b, const Expr &query_block,
                        const Expr &rows, const Expr &head_elements) {
-    Var block("block"), row_in_block("row_in_block"), task("task"), unit("unit");
+    Var row_block("row_block"), row_in_block("row_in_block"), task("task");
+    Var block_in_task("block_in_task");
     const Expr work = max(cast<int64_t>(rows) * head_elements, 1);
     const Expr per_task = cast<int>(clamp(Expr(int64_t(kAttentionTaskElements)) / work, 1,
                                           Expr(int64_t(kAttentionMaxBlocksPerTask))));
-    f.split(row, block, row_in_block, query_block, TailStrategy::GuardWithIf)
-        .fuse(block, h, unit)
-        .fuse(unit, b, unit)
-        .split(unit, task, unit, per_task, TailStrategy::GuardWithIf)
+    f.split(row, row_block, row_in_block, query_block, TailStrategy::GuardWithIf)
+        .fuse(row_block, h, block_in_task)
+        .fuse(block_in_task, b, block_in_task)
+        .split(block_in_task, task, block_in_task, per_task, TailStrategy::GuardWithIf)
         .parallel(task);
-    return unit;
+    return block_in_task;
 }
 
 // A transposing copy, f(x, y) = source(y, x, ...) with y dense in the source: tiles of
@@ -176,12 +179,12 @@ void schedule_key_value_packing(const PackedScore &p, int vec) {
     }
 }
 
-// The queries of one attention task, computed once per task: with rotary positions they are
+// The queries of one query block, computed once per block: with rotary positions they are
 // rotated here, not again at every key tile. Paired, they are rounded to bfloat16 here.
-void schedule_query_tile(const PackedScore &p, const LoopLevel &task, int vec) {
+void schedule_query_tile(const PackedScore &p, const LoopLevel &block, int vec) {
     Func q = p.q_operand;
     const std::vector<Var> a = q.args();
-    q.compute_at(task);
+    q.compute_at(block);
     if (p.paired) {
         // (e, p, i): stored with each pair of the rows together, (e, i, p), so that the score
         // tile's rows are one address apart by a constant; stored by rows, (e, p, i), LLVM
@@ -201,6 +204,19 @@ void schedule_query_tile(const PackedScore &p, const LoopLevel &task, int vec) {
         common = common.defined() ? common && p.q_even_features : p.q_even_features;
     }
     if (common.defined()) q.specialize(common);
+}
+
+// The condition on which the probs x values tile reads the values in place, as a specialization
+// of the tile (none where define_packed_score had no value_tile). Checks that the tile is the
+// one the values were defined for: a wider tile would read past a head.
+std::vector<Expr> values_in_place(const PackedScore &p, const CpuScheduleKnobs &knobs, int vec) {
+    if (!p.values_in_place.defined()) return {};
+    if (p.value_tile != knobs.out_vectors * vec) {
+        throw CompileError("values in place for tiles of " + std::to_string(p.value_tile) +
+                           " features, but the schedule's tile is " +
+                           std::to_string(knobs.out_vectors * vec));
+    }
+    return {p.values_in_place};
 }
 
 // The reduction of a register tile: its steps (innermost first), and with bfloat16 products
@@ -891,8 +907,7 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
         block = split_query_blocks(a.out, i, h, b, knobs.query_block, rows, a.packed.head_elements);
     }
     a.out.compute_root().vectorize(c, vec, TailStrategy::GuardWithIf);
-    std::vector<Expr> in_place;  // as in schedule_flash_attention_cpu
-    if (a.packed.values_in_place.defined()) in_place.push_back(a.packed.values_in_place);
+    const std::vector<Expr> in_place = values_in_place(a.packed, knobs, vec);
     schedule_register_tile_at(a.out_acc, LoopLevel(a.out, block), c, i, a.r_keys, knobs.out_vectors,
                               knobs.out_rows, vec, {}, in_place);
 }
@@ -944,9 +959,8 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
 
     // probs x values register tile: out_vectors vectors of features by out_rows queries, with
     // the sum over the block's keys outside it. Where the values are read in place
-    // (cpu_value_tile), a specialization drops v_packed's select from the tile's loop.
-    std::vector<Expr> in_place;
-    if (a.packed.values_in_place.defined()) in_place.push_back(a.packed.values_in_place);
+    // (cpu_value_tile), a specialization drops `values`' select from the tile's loop.
+    const std::vector<Expr> in_place = values_in_place(a.packed, knobs, vec);
     schedule_register_tile_at(a.block_out, key_block_step, c, ii,
                               TileReduction(a.r_block_keys, a.packed.paired, target),
                               knobs.out_vectors, knobs.out_rows, vec, {}, in_place);

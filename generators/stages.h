@@ -157,12 +157,12 @@ Halide::Expr causal_key_offset(const MaskInputs &mask, const Halide::Expr &q_len
                                const Halide::Expr &kv_len);
 
 // Keys transposed and values copied so that schedules can round tiles up past the last key or
-// feature, and the scores q . k over them: the first stage of both attention algorithms.
-// value_tile > 0 (float32 products) is the features of a schedule's probs x values register
-// tile: where a value head is whole tiles of it, `values` reads the values where they are and
-// v_packed is not computed. Keys
+// feature, and the scores q . k over them: the first stage of both attention algorithms. Keys
 // and values have heads / group heads (grouped-query attention): query head h reads key/value
 // head h / group, and each key/value head is packed once, not once per query head.
+// value_tile > 0 (float32 products) is the features of a schedule's probs x values register
+// tile: where a value head is whole tiles of it, `values` reads the values where they are and
+// v_packed is not computed.
 //
 // With bfloat16 products (`products`), q, k and v are rounded to bfloat16 and the products
 // accumulate in float32, as a handle of that precision asks (attngen_precision). The operands
@@ -190,6 +190,7 @@ struct PackedScore {
     // below) a choice at run time between it and the values as given, read in place.
     Halide::Func values;
     Halide::Expr values_in_place;  // defined with value_tile: true when `values` reads in place
+    int value_tile = 0;            // the value_tile it was defined for
     Halide::Func q_operand;        // (d, i, h, b), the queries at rows clamped to q_len; paired:
                                    // (e, p, i, h, b) in bfloat16 (above)
     Halide::Expr q_even_features;  // paired: dk is even (q_operand reads no clamped feature)

@@ -587,11 +587,12 @@ TEST(SdpaWeights, OutputIsTheSameWithAndWithoutWeights) {
     EXPECT_TRUE(t.OutputsAgree(with, without));
 }
 
-// Value heads of whole probs x values tiles (16 features on AVX2, 64 on AVX-512) are read where
-// they are; other sizes through the packed copy. Both, across key blocks and with grouped heads,
-// with a key length inside the last block, for both algorithms.
+// Value heads of whole probs x values tiles (cpu_value_tile in generators/schedule_cpu.h: with
+// the tuned x86 knobs 64 features on AVX-512, 16 on AVX2, 8 on SSE4.1) are read where they are;
+// other sizes through the packed copy. Both, on every dispatch variant, across key blocks and
+// with grouped heads, with a key length inside the last block, for both algorithms.
 TEST(SdpaValues, InPlaceAndPacked) {
-    for (int dv : {16, 48, 64, 80, 128}) {
+    for (int dv : {8, 20, 24, 48, 64, 80, 128}) {
         SCOPED_TRACE("dv " + std::to_string(dv));
         SdpaTester t;
         t.batch(2).heads(4).kv_heads(2).q_len(33).kv_len(530).dk(24).dv(dv).kv_lengths({530, 517});
