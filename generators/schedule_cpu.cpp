@@ -209,12 +209,13 @@ void schedule_query_tile(const PackedScore &p, const LoopLevel &block, int vec) 
 // The condition on which the probs x values tile reads the values in place, as a specialization
 // of the tile (none where define_packed_score had no value_tile). Checks that the tile is the
 // one the values were defined for: a wider tile would read past a head.
-std::vector<Expr> values_in_place(const PackedScore &p, const CpuScheduleKnobs &knobs, int vec) {
+std::vector<Expr> values_in_place(const PackedScore &p, const CpuScheduleKnobs &knobs,
+                                  const Target &target) {
     if (!p.values_in_place.defined()) return {};
-    if (p.value_tile != knobs.out_vectors * vec) {
+    const int tile = cpu_value_tile(knobs, target);
+    if (p.value_tile != tile) {
         throw CompileError("values in place for tiles of " + std::to_string(p.value_tile) +
-                           " features, but the schedule's tile is " +
-                           std::to_string(knobs.out_vectors * vec));
+                           " features, but the schedule's tile is " + std::to_string(tile));
     }
     return {p.values_in_place};
 }
@@ -907,7 +908,7 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
         block = split_query_blocks(a.out, i, h, b, knobs.query_block, rows, a.packed.head_elements);
     }
     a.out.compute_root().vectorize(c, vec, TailStrategy::GuardWithIf);
-    const std::vector<Expr> in_place = values_in_place(a.packed, knobs, vec);
+    const std::vector<Expr> in_place = values_in_place(a.packed, knobs, target);
     schedule_register_tile_at(a.out_acc, LoopLevel(a.out, block), c, i, a.r_keys, knobs.out_vectors,
                               knobs.out_rows, vec, {}, in_place);
 }
@@ -960,7 +961,7 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // probs x values register tile: out_vectors vectors of features by out_rows queries, with
     // the sum over the block's keys outside it. Where the values are read in place
     // (cpu_value_tile), a specialization drops `values`' select from the tile's loop.
-    const std::vector<Expr> in_place = values_in_place(a.packed, knobs, vec);
+    const std::vector<Expr> in_place = values_in_place(a.packed, knobs, target);
     schedule_register_tile_at(a.block_out, key_block_step, c, ii,
                               TileReduction(a.r_block_keys, a.packed.paired, target),
                               knobs.out_vectors, knobs.out_rows, vec, {}, in_place);
