@@ -1,10 +1,13 @@
 #include "nonfinite.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+
+#include "parallel_chunks.h"
 
 namespace attngen::rt {
 namespace {
@@ -38,6 +41,17 @@ bool all_finite(const float *data, size_t n, bool allow_negative_infinity) {
         if (bad != 0) return false;
     }
     return true;
+}
+
+// all_finite over chunks on the thread pool. The scan of a call's inputs ran on one thread in
+// about 100 us at bert-512 (1.5 MB, 0.6% of the forward), at the speed of one core reading
+// lines from L3 or memory.
+bool all_finite_parallel(const float *data, size_t n, bool allow_negative_infinity) {
+    std::atomic<bool> finite{true};
+    parallel_chunks(n, [&](size_t begin, size_t end) {
+        if (!all_finite(data + begin, end - begin, allow_negative_infinity)) finite = false;
+    });
+    return finite;
 }
 
 // Marks the rows of t holding a non-finite value.
@@ -80,10 +94,11 @@ NonFiniteInputs::NonFiniteInputs(const Tensor &q, const Tensor &k, const Tensor 
     const auto same = [batch](const Tensor &a, const Tensor &b) {
         return a.data == b.data && elements(a, batch) == elements(b, batch);
     };
-    any_ = !all_finite(q_.data, elements(q_, batch), false) ||
-           (!same(k_, q_) && !all_finite(k_.data, elements(k_, batch), false)) ||
-           (!same(v_, k_) && !same(v_, q_) && !all_finite(v_.data, elements(v_, batch), false)) ||
-           !all_finite(mask_.additive, additive_size, true);
+    any_ = !all_finite_parallel(q_.data, elements(q_, batch), false) ||
+           (!same(k_, q_) && !all_finite_parallel(k_.data, elements(k_, batch), false)) ||
+           (!same(v_, k_) && !same(v_, q_) &&
+            !all_finite_parallel(v_.data, elements(v_, batch), false)) ||
+           !all_finite_parallel(mask_.additive, additive_size, true);
     if (!any_) return;
     scan_rows(q_, batch, &q_bad_);
     scan_rows(k_, batch, &k_bad_);

@@ -12,6 +12,7 @@
 #include <new>
 
 #include "errors.h"
+#include "parallel_chunks.h"
 
 namespace attngen::rt {
 
@@ -35,7 +36,12 @@ class StagedOutput {
 
     void commit() const {
         if (destination_ != nullptr) {
-            std::memcpy(destination_, staging_.get(), elements_ * sizeof(float));
+            // On the pool: one thread copied a 1.5 MB output in about 110 us (bert-512's
+            // forward, 0.7% of the call), the time of a copy from lines in L3 or memory.
+            parallel_chunks(elements_, [this](size_t begin, size_t end) {
+                std::memcpy(destination_ + begin, staging_.get() + begin,
+                            (end - begin) * sizeof(float));
+            });
         }
     }
 

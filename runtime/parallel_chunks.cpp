@@ -1,0 +1,36 @@
+#include "parallel_chunks.h"
+
+#include <HalideRuntime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace attngen::rt {
+namespace {
+
+struct Pass {
+    size_t n;
+    const std::function<void(size_t, size_t)> *chunk;
+};
+
+int run_chunk(void *, int index, uint8_t *closure) {
+    const Pass &pass = *reinterpret_cast<const Pass *>(closure);
+    const size_t begin = size_t(index) * kParallelChunkElements;
+    (*pass.chunk)(begin, std::min(pass.n, begin + kParallelChunkElements));
+    return 0;
+}
+
+}  // namespace
+
+void parallel_chunks(size_t n, const std::function<void(size_t, size_t)> &chunk) {
+    const size_t chunks = (n + kParallelChunkElements - 1) / kParallelChunkElements;
+    if (chunks < kParallelMinChunks || chunks > size_t(INT32_MAX)) {
+        if (n > 0) chunk(0, n);
+        return;
+    }
+    Pass pass{n, &chunk};
+    // The tasks cannot fail, so neither can the loop: Halide's result is always 0 here.
+    (void)halide_do_par_for(nullptr, run_chunk, 0, int(chunks), reinterpret_cast<uint8_t *>(&pass));
+}
+
+}  // namespace attngen::rt
