@@ -43,9 +43,9 @@ bool all_finite(const float *data, size_t n, bool allow_negative_infinity) {
     return true;
 }
 
-// all_finite over chunks on the thread pool. The scan of a call's inputs ran on one thread in
-// about 100 us at bert-512 (1.5 MB, 0.6% of the forward), at the speed of one core reading
-// lines from L3 or memory.
+// all_finite over chunks on the thread pool. The scans of a bert-512 forward's two 1.5 MB
+// inputs took about 100 us on one thread (0.6% of the call, one core's speed reading lines
+// from L3 or memory), 67 us on two (attngen_parallel_timeline, AVX-512, Zen 4).
 bool all_finite_parallel(const float *data, size_t n, bool allow_negative_infinity) {
     std::atomic<bool> finite{true};
     parallel_chunks(n, [&](size_t begin, size_t end) {

@@ -8,6 +8,7 @@
 //   - huge additive logits (+-1e30, +-FLT_MAX) are handled like any other (no NaN, the float64
 //     reference's result);
 //   - results are bit-identical from run to run and from handle to handle.
+#include "../runtime/parallel_chunks.h"
 #include "mha_tester.h"
 #include "reference.h"
 #include "sdpa_tester.h"
@@ -359,9 +360,11 @@ TEST(NumericsMha, NanInValueRowReachesTheRowsThatSeeIt) {
 // NaN anywhere in such a tensor must still be found: here it sits in a key row that batch item
 // 1's key length hides, so no output may change but the poisoned row's own, when the tensor is
 // the query too. (Without the scan, the kernel's 0 x NaN for the hidden value makes every row
-// of item 1 NaN.)
+// of item 1 NaN.) The tensor and the output are 800 KiB, so the scan and the staged output's
+// copy run in chunks on the thread pool (parallel_chunks.h); the NaNs sit at the first element
+// of two chunks and at the last element.
 TEST(NumericsMha, NanInALargeSharedInputIsFound) {
-    constexpr int kBatch = 2, kLen = 600, kModel = 64, kHeads = 2;
+    constexpr int kBatch = 2, kLen = 1600, kModel = 64, kHeads = 2;
     attngen_mha_config config{};
     config.d_model = kModel;
     config.num_heads = kHeads;
@@ -378,10 +381,12 @@ TEST(NumericsMha, NanInALargeSharedInputIsFound) {
                                       bias.data(), bias.data(), bias.data()),
               ATTNGEN_OK)
         << attngen_last_error();
-    const int32_t lengths[kBatch] = {kLen, 300};
+    const int32_t lengths[kBatch] = {500, 300};
     attngen_mask mask{};
     mask.kv_lengths = lengths;
     const size_t elements = size_t(kBatch) * kLen * kModel;
+    ASSERT_GE(elements,
+              (attngen::rt::kParallelMinChunks - 1) * attngen::rt::kParallelChunkElements + 1);
     const auto clean = rng.Uniform(elements, -1.0f, 1.0f);
     const auto forward = [&](const std::vector<float> &q, const std::vector<float> &kv) {
         std::vector<float> out = NaNs(elements);
@@ -392,9 +397,11 @@ TEST(NumericsMha, NanInALargeSharedInputIsFound) {
         return out;
     };
     const std::vector<float> reference = forward(clean, clean);
-    // The last element (row 599 of item 1) and element 65,536 (row 424 of item 1): both rows
-    // are past item 1's key length.
-    for (size_t poisoned : {elements - 1, size_t(65536)}) {
+    // The last element (row 1599 of item 1) and the first of chunks 2 and 3 (rows 448 and 1472
+    // of item 1): all past item 1's key length.
+    for (size_t poisoned : {elements - 1, 2 * attngen::rt::kParallelChunkElements,
+                            3 * attngen::rt::kParallelChunkElements}) {
+        ASSERT_GE(poisoned / kModel, size_t(kLen + lengths[1]));
         for (bool query_too : {true, false}) {
             SCOPED_TRACE("element " + std::to_string(poisoned) +
                          (query_too ? ", query = key = value" : ", key = value"));
