@@ -187,7 +187,9 @@ struct PackedScore {
                             // its bfloat16 pairs
     Halide::Func v_packed;  // (c, j, hk, b), readable past dv and kv_len; or pairs
     // What the probs x values products read, as v_packed: v_packed itself, or (value_tile,
-    // below) a choice at run time between it and the values as given, read in place.
+    // below) a choice at run time between it and the values as given, read in place. Read in
+    // place, keys past kv_len are clamped to the last but keys below 0 are not: every reader
+    // asks for keys j >= 0.
     Halide::Func values;
     Halide::Expr values_in_place;  // defined with value_tile: true when `values` reads in place
     int value_tile = 0;            // the value_tile it was defined for

@@ -29,8 +29,12 @@ void parallel_chunks(size_t n, const std::function<void(size_t, size_t)> &chunk)
         return;
     }
     Pass pass{n, &chunk};
-    // The tasks cannot fail, so neither can the loop: Halide's result is always 0 here.
-    (void)halide_do_par_for(nullptr, run_chunk, 0, int(chunks), reinterpret_cast<uint8_t *>(&pass));
+    // The tasks cannot fail, but an application may replace Halide's loop with its own hook
+    // (halide_set_custom_do_par_for), and a failed loop may have left ranges undone.
+    if (halide_do_par_for(nullptr, run_chunk, 0, int(chunks), reinterpret_cast<uint8_t *>(&pass)) !=
+        0) {
+        chunk(0, n);
+    }
 }
 
 }  // namespace attngen::rt

@@ -361,8 +361,7 @@ TEST(NumericsMha, NanInValueRowReachesTheRowsThatSeeIt) {
 // 1's key length hides, so no output may change but the poisoned row's own, when the tensor is
 // the query too. (Without the scan, the kernel's 0 x NaN for the hidden value makes every row
 // of item 1 NaN.) The tensor and the output are 800 KiB, so the scan and the staged output's
-// copy run in chunks on the thread pool (parallel_chunks.h); the NaNs sit at the first element
-// of two chunks and at the last element.
+// copy run in chunks on the thread pool (parallel_chunks.h); there is a NaN in every chunk.
 TEST(NumericsMha, NanInALargeSharedInputIsFound) {
     constexpr int kBatch = 2, kLen = 1600, kModel = 64, kHeads = 2;
     attngen_mha_config config{};
@@ -397,18 +396,19 @@ TEST(NumericsMha, NanInALargeSharedInputIsFound) {
         return out;
     };
     const std::vector<float> reference = forward(clean, clean);
-    // The last element (row 1599 of item 1) and the first of chunks 2 and 3 (rows 448 and 1472
-    // of item 1): all past item 1's key length.
-    for (size_t poisoned : {elements - 1, 2 * attngen::rt::kParallelChunkElements,
-                            3 * attngen::rt::kParallelChunkElements}) {
-        ASSERT_GE(poisoned / kModel, size_t(kLen + lengths[1]));
+    // The last element (row 1599 of item 1), the first of chunks 2 and 3 (rows 448 and 1472 of
+    // item 1), and the two elements either side of chunks 0 and 1's boundary (rows 1023 and 1024
+    // of item 0): every one past its item's key length.
+    constexpr size_t kChunk = attngen::rt::kParallelChunkElements;
+    for (size_t poisoned : {elements - 1, 2 * kChunk, 3 * kChunk, kChunk - 1, kChunk}) {
+        const size_t row = poisoned / kModel;
+        ASSERT_GE(row % kLen, size_t(lengths[row / kLen]));
         for (bool query_too : {true, false}) {
             SCOPED_TRACE("element " + std::to_string(poisoned) +
                          (query_too ? ", query = key = value" : ", key = value"));
             std::vector<float> shared = clean;
             shared[poisoned] = std::numeric_limits<float>::quiet_NaN();
             const std::vector<float> out = forward(query_too ? shared : clean, shared);
-            const size_t row = poisoned / kModel;
             for (size_t i = 0; i < out.size(); ++i) {
                 if (query_too && i / kModel == row) {
                     ASSERT_TRUE(std::isnan(out[i])) << "output " << i << " is " << out[i];
