@@ -117,12 +117,26 @@ Var split_query_blocks(Func f, const Var &row, const Var &h, const Var &b, const
 // and read back transposed. For the keys (head_dim 64) it took the packing from 3.4% to 2.1%
 // of an attngen_sdpa call at bert-512 (perf, two runs each); vectorized along x alone, every
 // lane was a separate scalar load.
+// Where y spans at least a tile (y_extent >= vec), its last tile is shifted inwards, not
+// guarded: unguarded, the tile's strided reads of the buffer are one block that LLVM partly
+// combines into permutes. attngen_parallel_timeline bert-512, AVX-512, Zen 4, with the source
+// staged by its unclamped key (stages.cpp, k_rows): the keys' panels 124 -> 107 us, the bfloat16
+// keys' rows 125 -> 106 us; sdpa/tutorial 1.02x (scripts/ab_runs.py, 3 rounds), the forwards
+// level.
 // With `specialize_on` defined, the staging has a branch for it as well (the source is an
 // inline expression that it simplifies).
-void schedule_transpose(Func f, Func source, const Var &x, const Var &y, int vec,
-                        const Expr &specialize_on = Expr()) {
+void schedule_transpose(Func f, Func source, const Var &x, const Var &y, const Expr &y_extent,
+                        int vec, const Expr &specialize_on = Expr()) {
     Var xo("xo"), yo("yo"), xi("xi"), yi("yi");
-    f.tile(x, y, xo, yo, xi, yi, vec, vec, TailStrategy::GuardWithIf).vectorize(xi).unroll(yi);
+    const auto tile = [&](Stage s, TailStrategy y_tail) {
+        s.split(x, xo, xi, vec, TailStrategy::GuardWithIf)
+            .split(y, yo, yi, vec, y_tail)
+            .reorder(xi, yi, xo, yo)
+            .vectorize(xi)
+            .unroll(yi);
+    };
+    tile(f.specialize(y_extent >= vec), TailStrategy::ShiftInwards);
+    tile(f, TailStrategy::GuardWithIf);
     const std::vector<Var> s = source.args();
     // A constant-size tile lives on the stack: sized by the (guarded) tile instead, it was a
     // heap block per tile, and its free alone was 3% of attngen_sdpa at bert-128 (perf).
@@ -145,8 +159,11 @@ constexpr int kPackingMaxHeadsPerTask = 16;
 // Keys transposed, into panels (jl, d, jp, h, b) where the attention asked for them
 // (PackedScore::k_panels) or to (j, d, h, b), and values copied to (c, j, h, b), at root, one
 // task per head and batch. Bfloat16 pairs (PackedScore::paired) are made from two rows of the
-// transposed keys each, contiguous along the keys (or the value features), interleaved:
-// vectors of pairs, (e, j) or (e, c).
+// transposed keys each, contiguous along the keys (or the value features), interleaved: a
+// vector of keys (or features) per row of the pair, the two stored as one interleaved vector.
+// (Vectorized over (e, j) together, each vector was a gather: its lanes read two rows, and the
+// features' clamp was per lane. attngen_parallel_timeline bert-512 bf16, Zen 4: key pairs 107
+// -> 33 us, value pairs 156 -> 40 us of a 9.7 ms call.)
 void schedule_key_value_packing(const PackedScore &p, int vec) {
     Func k_packed = p.k_packed, v_packed = p.v_packed;
     const std::vector<Var> v = v_packed.args();
@@ -160,7 +177,7 @@ void schedule_key_value_packing(const PackedScore &p, int vec) {
         .fuse(k[k.size() - 2], k.back(), hb)
         .parallel(hb, heads_per_task, TailStrategy::GuardWithIf);
     if (panels) keys.bound(k[0], 0, kKeyPanel);
-    schedule_transpose(keys, p.k_source, k[0], k[1], vec, p.sources_unrotated);
+    schedule_transpose(keys, p.k_source, k[0], k[1], p.dk, vec, p.sources_unrotated);
     if (!p.paired) {
         v_packed.compute_root()
             .fuse(v[2], v[3], hb)
@@ -170,12 +187,15 @@ void schedule_key_value_packing(const PackedScore &p, int vec) {
     }
     for (Func pairs : {k_packed, v_packed}) {
         const std::vector<Var> a = pairs.args();  // (e, j or c, p, h, b)
+        Var outer("outer"), inner("inner");
         pairs.compute_root()
             .fuse(a[3], a[4], hb)
             .parallel(hb, heads_per_task, TailStrategy::GuardWithIf)
             .bound(a[0], 0, 2)
-            .vectorize(a[0])
-            .vectorize(a[1], vec, TailStrategy::GuardWithIf);
+            .split(a[1], outer, inner, vec, TailStrategy::GuardWithIf)
+            .reorder(inner, a[0], outer)
+            .vectorize(inner)
+            .unroll(a[0]);
     }
 }
 

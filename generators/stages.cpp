@@ -364,6 +364,7 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
                            ": only float32 and bfloat16 are defined");
     }
     PackedScore p;
+    p.dk = dk;
     p.group = group;
     p.head_elements = kv_len * max(dk, dv);
     p.paired = products == BFloat(16);
@@ -371,11 +372,16 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
     // Packing clamps the indices a schedule rounds up (whole vectors of features, register
     // tiles or key blocks past the last key), so no read leaves the inputs.
     const Expr key_row = clamp(j, 0, kv_len - 1);
-    p.k_source = k;
+    // The keys by unclamped key index: the transposing copy (schedule_transpose) stages a tile of
+    // them and reads it back at a plain stride. (Staged from `k` itself, the tile was indexed by
+    // the clamped key, and its every read-back vector a gather with index arithmetic.)
+    Func k_rows("k_rows");
+    k_rows(d, j, h, b) = k(d, key_row, h, b);
+    p.k_source = k_rows;
     // Rows of keys, (j, d, h, b), for bfloat16 pairs and for keys not in panels.
     if (p.paired || !key_panels) {
         p.k_transposed = Func("k_transposed");
-        p.k_transposed(j, d, h, b) = k(d, key_row, h, b);
+        p.k_transposed(j, d, h, b) = k_rows(d, j, h, b);
     }
     const Expr row = clamp(i, 0, q_len - 1);
     const Expr kv_head = h / group;
@@ -410,7 +416,7 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
     if (key_panels) {
         Var jl("jl"), jp("jp");
         p.k_panels = Func("k_panels");
-        p.k_panels(jl, d, jp, h, b) = k(d, clamp(jp * kKeyPanel + jl, 0, kv_len - 1), h, b);
+        p.k_panels(jl, d, jp, h, b) = k_rows(d, jp * kKeyPanel + jl, h, b);
         p.k_packed = Func("k_packed");
         p.k_packed(j, d, h, b) = p.k_panels(j % kKeyPanel, d, j / kKeyPanel, h, b);
     } else {

@@ -172,7 +172,7 @@ Halide::Expr causal_key_offset(const MaskInputs &mask, const Halide::Expr &q_len
 // (e, c, p, hk, b), feature c of key 2 p + e; q_operand is (e, p, i, h, b), feature 2 p + e of
 // query i in bfloat16, 0 past dk; and r_dot runs over (e, p).
 struct PackedScore {
-    Halide::Func k_source;      // the keys as given, (d, j, hk, b)
+    Halide::Func k_source;      // the keys, (d, j, hk, b), at keys clamped to kv_len
     Halide::Func k_transposed;  // (j, d, hk, b), readable past kv_len; undefined with k_panels
     // key_panels: the keys in panels of kKeyPanel, (jl, d, jp, hk, b) = feature d of key
     // jp * kKeyPanel + jl, so that a score tile reads one contiguous run per panel. As rows of
@@ -198,6 +198,7 @@ struct PackedScore {
     Halide::Expr q_even_features;  // paired: dk is even (q_operand reads no clamped feature)
     Halide::Func score;            // (j, i, h, b): q . k, reduction over r_dot
     Halide::RDom r_dot;            // over dk after the first term; paired: (e, p) from 0
+    Halide::Expr dk;               // the keys' head size
     Halide::Expr group;            // query heads per key/value head
     Halide::Expr head_elements;    // of one key/value head's keys or values, whichever more
     bool paired = false;
