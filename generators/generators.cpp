@@ -103,6 +103,16 @@ class AttngenGenerator : public Generator<T> {
         return gpu_few_rows_path();
     }
 
+    // Bfloat16 projection operands as float32 on CPUs without a bfloat16 dot product
+    // (define_projection's float_operand). AVX2 variant, mha_forward_bf16/bert-512, Zen 4: the
+    // projection's loop widened each row's operand with 4 instructions per pair step (a load,
+    // shift, move and broadcast beside 2 FMAs).
+    bool float_operand() const {
+        const Target t = this->get_target();
+        return storage_type(static_cast<const T *>(this)->precision) == BFloat(16) &&
+               !t.has_gpu_feature() && !has_bfloat16_dot_product(t);
+    }
+
     // CPU projections of many rows over few enough input features get a copy of their
     // reduction kept in registers per row tile (schedule_cpu.h), where the target's register
     // tile spans a weight panel.
@@ -321,18 +331,18 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
 
         const Expr batch = query.dim(2).extent();
         const Expr q_rows = q_len * batch, kv_rows = kv_len * batch;
-        ProjectionStage pq =
-            define_projection("q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1,
-                              q_rows, bq.dim(0).extent(), packed_weights(wq_t), bounded(bq),
-                              storage_type(precision), few_rows_path(), direct_path());
-        ProjectionStage pk =
-            define_projection("k_proj", as_rows(bounded(key), kv_len), key.dim(0).extent(), 1,
-                              kv_rows, bk.dim(0).extent(), packed_weights(wk_t), bounded(bk),
-                              storage_type(precision), few_rows_path(), direct_path());
-        ProjectionStage pv =
-            define_projection("v_proj", as_rows(bounded(value), kv_len), value.dim(0).extent(), 1,
-                              kv_rows, bv.dim(0).extent(), packed_weights(wv_t), bounded(bv),
-                              storage_type(precision), few_rows_path(), direct_path());
+        ProjectionStage pq = define_projection(
+            "q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1, q_rows,
+            bq.dim(0).extent(), packed_weights(wq_t), bounded(bq), storage_type(precision),
+            few_rows_path(), direct_path(), float_operand());
+        ProjectionStage pk = define_projection(
+            "k_proj", as_rows(bounded(key), kv_len), key.dim(0).extent(), 1, kv_rows,
+            bk.dim(0).extent(), packed_weights(wk_t), bounded(bk), storage_type(precision),
+            few_rows_path(), direct_path(), float_operand());
+        ProjectionStage pv = define_projection(
+            "v_proj", as_rows(bounded(value), kv_len), value.dim(0).extent(), 1, kv_rows,
+            bv.dim(0).extent(), packed_weights(wv_t), bounded(bv), storage_type(precision),
+            few_rows_path(), direct_path(), float_operand());
         Func qh = split_heads("q_heads", pq.result, hd, q_len);
         Func kh = split_heads("k_heads", pk.result, hd, kv_len);
         Func vh = split_heads("v_heads", pv.result, v_head_dim, kv_len);
@@ -360,7 +370,7 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         merged(d, g, n) = attention_out(d, n % q_len, g, n / q_len);
         ProjectionStage po = define_projection(
             "out_proj", merged, v_head_dim, heads, q_rows, bo.dim(0).extent(), packed_weights(wo_t),
-            bounded(bo), storage_type(precision), few_rows_path(), direct_path());
+            bounded(bo), storage_type(precision), few_rows_path(), direct_path(), float_operand());
         output = po.result;
         // Its GPU schedule's wide weight loads need tiles at multiples of 4 features
         // (ProjectionResult::Output); attngen's runtime passes every output from feature 0.
@@ -502,14 +512,14 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
 
     void generate() {
         const Expr len = key.dim(1).extent(), batch = key.dim(2).extent();
-        ProjectionStage pk =
-            define_projection("k_proj", as_rows(bounded(key), len), key.dim(0).extent(), 1,
-                              len * batch, bk.dim(0).extent(), packed_weights(wk_t), bounded(bk),
-                              storage_type(precision), few_rows_path());
-        ProjectionStage pv =
-            define_projection("v_proj", as_rows(bounded(value), len), value.dim(0).extent(), 1,
-                              len * batch, bv.dim(0).extent(), packed_weights(wv_t), bounded(bv),
-                              storage_type(precision), few_rows_path());
+        ProjectionStage pk = define_projection(
+            "k_proj", as_rows(bounded(key), len), key.dim(0).extent(), 1, len * batch,
+            bk.dim(0).extent(), packed_weights(wk_t), bounded(bk), storage_type(precision),
+            few_rows_path(), DirectPath{}, float_operand());
+        ProjectionStage pv = define_projection(
+            "v_proj", as_rows(bounded(value), len), value.dim(0).extent(), 1, len * batch,
+            bv.dim(0).extent(), packed_weights(wv_t), bounded(bv), storage_type(precision),
+            few_rows_path(), DirectPath{}, float_operand());
         Func kh = split_heads("k_heads", pk.result, head_dim, len);
         Func vh = split_heads("v_heads", pv.result, v_head_dim, len);
         Var l("l"), d("d"), c("c"), hk("hk"), b("b");
@@ -688,10 +698,10 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
     void generate() {
         const Target t = get_target();
         const Expr q_len = query.dim(1).extent(), batch = query.dim(2).extent();
-        ProjectionStage pq =
-            define_projection("q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1,
-                              q_len * batch, bq.dim(0).extent(), packed_weights(wq_t), bounded(bq),
-                              storage_type(precision), few_rows_path());
+        ProjectionStage pq = define_projection(
+            "q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1, q_len * batch,
+            bq.dim(0).extent(), packed_weights(wq_t), bounded(bq), storage_type(precision),
+            few_rows_path(), DirectPath{}, float_operand());
         Func qh = split_heads("q_heads", pq.result, head_dim, q_len);
         Var l("l"), b("b");
         const Func n = bounded(lengths);
@@ -722,7 +732,8 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         merged(d, g, row) = attention_out(d, row % q_len, g, row / q_len);
         ProjectionStage po = define_projection(
             "out_proj", merged, v_head_dim, num_heads, q_len * batch, bo.dim(0).extent(),
-            packed_weights(wo_t), bounded(bo), storage_type(precision), few_rows_path());
+            packed_weights(wo_t), bounded(bo), storage_type(precision), few_rows_path(),
+            DirectPath{}, float_operand());
         output = po.result;
         // Its GPU schedule's wide weight loads need tiles at multiples of 4 features
         // (ProjectionResult::Output); attngen's runtime passes every output from feature 0.

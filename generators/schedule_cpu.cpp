@@ -29,12 +29,6 @@ bool wide_register_file(const Target &target) {
                                    Target::AVX512_Zen5, Target::AVX512_SapphireRapids});
 }
 
-// AVX512-BF16's vdpbf16ps: the CPUs whose Halide feature includes it.
-bool has_bfloat16_dot_product(const Target &t) {
-    return t.has_feature(Target::AVX512_Zen4) || t.has_feature(Target::AVX512_Zen5) ||
-           t.has_feature(Target::AVX512_SapphireRapids);
-}
-
 // Whether a projection register tile of `vectors` vectors covers a whole weight panel: a
 // narrower one shares its panel's blocks of weights with the next tile columns.
 bool tile_spans_panel(int vectors, const Target &target) {
@@ -450,6 +444,11 @@ void schedule_split_reduction(ProjectionStage &p, const Target &target) {
 }
 
 }  // namespace
+
+bool has_bfloat16_dot_product(const Target &t) {
+    return t.has_feature(Target::AVX512_Zen4) || t.has_feature(Target::AVX512_Zen5) ||
+           t.has_feature(Target::AVX512_SapphireRapids);
+}
 
 Expr flash_query_block(const CpuScheduleKnobs &requested, const Target &target, const Expr &kv_len,
                        const Expr &dk, const Expr &dv, const Expr &causal) {

@@ -19,6 +19,10 @@ struct CpuScheduleKnobs {
 #undef ATTNGEN_KNOB_FIELD
 };
 
+// AVX512-BF16's vdpbf16ps: the CPUs whose Halide feature includes it. Elsewhere a bfloat16
+// pair's products are two float32 FMAs.
+bool has_bfloat16_dot_product(const Halide::Target &target);
+
 // Replaces every 0 knob by the value for the target's register file and vector width.
 CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs knobs, const Halide::Target &target);
 

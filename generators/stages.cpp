@@ -23,7 +23,8 @@ std::string type_name(const Type &t) {
 ProjectionStage define_projection(const std::string &name, const Func &x, const Expr &group_size,
                                   const Expr &groups, const Expr &rows, const Expr &out_features,
                                   const Func &w_t, const Func &bias, const Type &storage,
-                                  const FewRowsPath &few_rows_path, const DirectPath &direct_path) {
+                                  const FewRowsPath &few_rows_path, const DirectPath &direct_path,
+                                  bool float_operand) {
     ProjectionStage p;
     p.acc = Func(name + "_acc");
     p.result = Func(name);
@@ -46,7 +47,8 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
     // Weights as bits take their operands rounded in integer arithmetic as well, for the same
     // reason; otherwise in the storage type, which is what matches vdpbf16ps.
     const auto rounded = [&](const Expr &v) {
-        return as_bits ? round_operand_bits(v, storage) : cast(storage, v);
+        if (as_bits) return round_operand_bits(v, storage);
+        return float_operand ? cast<float>(cast(storage, v)) : cast(storage, v);
     };
     // The sum starts from the bias, not from 0: LLVM turned a register tile's zero
     // initialization into a call to memset (perf: 1-2% of a forward).

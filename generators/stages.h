@@ -21,7 +21,8 @@ struct ProjectionStage {
     // x rounded to the weights' precision, undefined with float32 weights (which multiply x as
     // it is): operand(d, g, n) as float with float16 weights; with bfloat16 weights (in pairs,
     // below) operand(f, n) as bfloat16 over the flattened features f = g * group_size + d,
-    // 0 for the one past an odd count.
+    // 0 for the one past an odd count, or its values as float32 (define_projection's
+    // float_operand).
     Halide::Func operand;
     // Defined when the bfloat16 operand is written group by group, an update over (d, g) of
     // operand(g * group_size + d, n) after a pass of zeros.
@@ -61,6 +62,9 @@ struct ProjectionStage {
 // weights come in pairs: w_t(2 o + f % 2, f / 2) is the weight of output o and input f. w_t
 // holds `storage` itself, or for the 16-bit formats their bit patterns as uint16 (GPU targets:
 // see storage_bits_as_float).
+// float_operand (bfloat16 weights): x rounded to bfloat16 is stored as float32, for targets
+// without a bfloat16 dot product, whose register tiles then broadcast it as it is instead of
+// widening every element at every step.
 // The schedule's choice of a second algorithm for few rows (ProjectionStage::few_rows_sum):
 // split 0 for none. Float32 and float16 weights only (bfloat16 pairs keep the one algorithm).
 struct FewRowsPath {
@@ -79,7 +83,7 @@ ProjectionStage define_projection(const std::string &name, const Halide::Func &x
                                   const Halide::Func &w_t, const Halide::Func &bias,
                                   const Halide::Type &storage,
                                   const FewRowsPath &few_rows_path = {},
-                                  const DirectPath &direct_path = {});
+                                  const DirectPath &direct_path = {}, bool float_operand = false);
 
 // round_operand in integer arithmetic, for kernels that take their weights as bits
 // (storage_bits_as_float): the same values, with no 16-bit float type in the kernel.
