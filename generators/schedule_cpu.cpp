@@ -111,7 +111,8 @@ Var split_query_blocks(Func f, const Var &row, const Var &h, const Var &b, const
 // and read back transposed. For the keys (head_dim 64) it took the packing from 3.4% to 2.1%
 // of an attngen_sdpa call at bert-512 (perf, two runs each); vectorized along x alone, every
 // lane was a separate scalar load.
-// Where y spans at least a tile (y_extent >= vec), its last tile is shifted inwards, not
+// y_extent is the extent of y that f's consumers ask for, from 0, never more: where it is at least
+// a tile (y_extent >= vec), the last tile is shifted inwards, not
 // guarded: unguarded, the tile's strided reads of the buffer are one block that LLVM partly
 // combines into permutes. attngen_parallel_timeline bert-512, AVX-512, Zen 4, with the source
 // staged by its unclamped key (stages.cpp, k_rows): the keys' panels 124 -> 107 us, the bfloat16
@@ -152,12 +153,12 @@ constexpr int kPackingMaxHeadsPerTask = 16;
 
 // Keys transposed, into panels (jl, d, jp, h, b) where the attention asked for them
 // (PackedScore::k_panels) or to (j, d, h, b), and values copied to (c, j, h, b), at root, one
-// task per head and batch. Bfloat16 pairs (PackedScore::paired) are made from two rows of the
-// transposed keys each, contiguous along the keys (or the value features), interleaved: a
-// vector of keys (or features) per row of the pair, the two stored as one interleaved vector.
+// task per few heads (kPackingTaskElements). Bfloat16 pairs (PackedScore::paired) are made from two
+// rows of the transposed keys each, contiguous along the keys (or the value features), interleaved:
+// a vector of keys (or features) per row of the pair, the two stored as one interleaved vector.
 // (Vectorized over (e, j) together, each vector was a gather: its lanes read two rows, and the
-// features' clamp was per lane. attngen_parallel_timeline bert-512 bf16, Zen 4: key pairs 107
-// -> 33 us, value pairs 156 -> 40 us of a 9.7 ms call.)
+// features' clamp was per lane. attngen_parallel_timeline bert-512 bf16, AVX512-BF16 variant,
+// Zen 4: key pairs 107 -> 33 us, value pairs 156 -> 40 us of a 9.7 ms call.)
 void schedule_key_value_packing(const PackedScore &p, int vec) {
     Func k_packed = p.k_packed, v_packed = p.v_packed;
     const std::vector<Var> v = v_packed.args();

@@ -45,7 +45,8 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
         return as_bits ? storage_bits_as_float(w, storage) : cast<float>(w);
     };
     // Weights as bits take their operands rounded in integer arithmetic as well, for the same
-    // reason; otherwise in the storage type, which is what matches vdpbf16ps.
+    // reason; otherwise in the storage type, which is what matches vdpbf16ps, or with
+    // float_operand (no vdpbf16ps to match) that value held as float32.
     const auto rounded = [&](const Expr &v) {
         if (as_bits) return round_operand_bits(v, storage);
         return float_operand ? cast<float>(cast(storage, v)) : cast(storage, v);

@@ -176,7 +176,9 @@ Halide::Expr causal_key_offset(const MaskInputs &mask, const Halide::Expr &q_len
 // (e, c, p, hk, b), feature c of key 2 p + e; q_operand is (e, p, i, h, b), feature 2 p + e of
 // query i in bfloat16, 0 past dk; and r_dot runs over (e, p).
 struct PackedScore {
-    Halide::Func k_source;      // the keys, (d, j, hk, b), at keys clamped to kv_len
+    // The keys, (d, j, hk, b): a Func of unclamped j that reads k at j clamped to kv_len - 1,
+    // which the transposing copy stages (schedule_transpose)
+    Halide::Func k_source;
     Halide::Func k_transposed;  // (j, d, hk, b), readable past kv_len; undefined with k_panels
     // key_panels: the keys in panels of kKeyPanel, (jl, d, jp, hk, b) = feature d of key
     // jp * kKeyPanel + jl, so that a score tile reads one contiguous run per panel. As rows of
@@ -206,8 +208,9 @@ struct PackedScore {
     Halide::Expr group;            // query heads per key/value head
     Halide::Expr head_elements;    // of one key/value head's keys or values, whichever more
     bool paired = false;
-    // Defined when the queries and k_source are rotations left inline (apply_rope), which the
-    // CPU schedules compute where they pack them (q_operand, k_transposed): true at run time
+    // Defined when the queries and the keys k_source reads are rotations left inline
+    // (apply_rope), which the CPU schedules compute where they pack them (q_operand, and
+    // k_transposed or k_panels): true at run time
     // when nothing rotates. Those stages specialize on it, and are then copies of the projected
     // heads.
     Halide::Expr sources_unrotated;

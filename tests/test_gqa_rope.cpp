@@ -133,6 +133,21 @@ TEST(MhaRotary, WithGroupedHeadsThetaAndQueriesLongerThanKeys) {
     t.with_weights(false).q_len(40).kv_len(300).Test();        // the flash path
 }
 
+// Head sizes past one vector but not whole vectors: the key transposition then shifts its last
+// tile of features inwards (schedule_transpose), over a rotation computed where it is staged
+// (20 overlaps on AVX2 and AVX-512, 24 on AVX-512), in float32 and bfloat16.
+TEST(MhaRotary, HeadSizesPastOneVectorNotWholeVectors) {
+    for (attngen_precision precision : {ATTNGEN_PRECISION_F32, ATTNGEN_PRECISION_BF16}) {
+        for (int head_dim : {20, 24}) {
+            MhaTester t;
+            t.precision(precision).d_model(2 * head_dim).num_heads(2).head_dim(head_dim);
+            t.rope(ATTNGEN_ROPE_INTERLEAVED).batch(2).q_len(9).kv_len(37).with_weights(false);
+            t.Test();
+            t.rope(ATTNGEN_ROPE_HALF, head_dim - 4).causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT).Test();
+        }
+    }
+}
+
 // Rotation changes results: a test that passed with rope ignored would prove nothing.
 TEST(MhaRotary, ChangesTheOutput) {
     MhaTester plain, rotated;
