@@ -112,14 +112,13 @@ Var split_query_blocks(Func f, const Var &row, const Var &h, const Var &b, const
 // of an attngen_sdpa call at bert-512 (perf, two runs each); vectorized along x alone, every
 // lane was a separate scalar load.
 // y_extent is the extent of y that f's consumers ask for, from 0, never more: where it is at least
-// a tile (y_extent >= vec), the last tile is shifted inwards, not
-// guarded: unguarded, the tile's strided reads of the buffer are one block that LLVM partly
-// combines into permutes. attngen_parallel_timeline bert-512, AVX-512, Zen 4, with the source
-// staged by its unclamped key (stages.cpp, k_rows): the keys' panels 124 -> 107 us, the bfloat16
-// keys' rows 125 -> 106 us; sdpa/tutorial 1.02x (scripts/ab_runs.py, 3 rounds), the forwards
-// level.
-// With `specialize_on` defined, the staging has a branch for it as well (the source is an
-// inline expression that it simplifies).
+// a tile (y_extent >= vec), the last tile is shifted inwards, not guarded, so that the tile's
+// strided reads of the buffer are one block, which LLVM partly combines into permutes.
+// attngen_parallel_timeline bert-512, AVX-512, Zen 4, with the source staged by its unclamped key
+// (stages.cpp, k_rows): the keys' panels 124 -> 107 us, the bfloat16 keys' rows 125 -> 106 us;
+// sdpa/tutorial 1.02x (scripts/ab_runs.py, 3 rounds), the forwards level. With `specialize_on`
+// defined, the staging has a branch for it as well (the source is an inline expression that it
+// simplifies).
 void schedule_transpose(Func f, Func source, const Var &x, const Var &y, const Expr &y_extent,
                         int vec, const Expr &specialize_on = Expr()) {
     Var xo("xo"), yo("yo"), xi("xi"), yi("yi");

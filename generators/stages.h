@@ -210,9 +210,8 @@ struct PackedScore {
     bool paired = false;
     // Defined when the queries and the keys k_source reads are rotations left inline
     // (apply_rope), which the CPU schedules compute where they pack them (q_operand, and
-    // k_transposed or k_panels): true at run time
-    // when nothing rotates. Those stages specialize on it, and are then copies of the projected
-    // heads.
+    // k_transposed or k_panels): true at run time when nothing rotates. Those stages specialize
+    // on it, and are then copies of the projected heads.
     Halide::Expr sources_unrotated;
 };
 PackedScore define_packed_score(const Halide::Func &q, const Halide::Func &k, const Halide::Func &v,
