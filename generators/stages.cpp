@@ -12,6 +12,12 @@ using namespace Halide;
 
 namespace {
 
+// At most this many bytes of one head's values, a probs x values tile narrower than the head
+// reads them in place (PackedScore::values_in_place); more are copied into panels. 32 KiB is
+// the L1 data cache of the x86 cores attngen is measured on, and bert-128's heads (128 keys of
+// 64 features): in place, their slices fill the sets they fall on without overflowing them.
+constexpr int64_t kValuesInPlaceBytes = 32 * 1024;
+
 std::string type_name(const Type &t) {
     std::ostringstream s;
     s << t;
@@ -429,8 +435,17 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
     p.v_packed(c, j, h, b) = v(clamp(c, 0, dv - 1), key_row, h, b);
     p.values = p.v_packed;
     if (value_tile > 0) {
+        // A register tile narrower than the head reads a slice of every value row, so its keys'
+        // values lie one row stride apart: at 256 bytes (head size 64, AVX2's tiles of 16
+        // features) a key block's slices fall on a quarter of L1's sets, which the block
+        // overflows, evicting the probabilities the tile broadcasts. perf of the AVX2 variant at
+        // sdpa/long-single: the probs x values loop at about 0.82 of the FMA peak against 0.99
+        // for the scores' loop over key panels. Where a head's values exceed
+        // kValuesInPlaceBytes, they are copied into panels of value_tile features instead,
+        // (cl, j, cp, hk, b) = feature cp * value_tile + cl of key j, so that a tile reads one
+        // contiguous run per panel. A head of one tile, or a short one, is read where it is.
         // In place, every tile's features lie within the head: the promise bounds the reads to
-        // it without the clamp, whose per-lane min would make every vector load a gather. The
+        // it without a clamp, whose per-lane min would make every vector load a gather. The
         // key index is the products' reduction variable; its clamp, five scalar instructions
         // per step of the tile (an AVX2 step has 12 FMAs), carries likely() so that loop
         // partitioning keeps it to the steps past the last key (the flash kernel's loop
@@ -439,15 +454,21 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         // 1.02x; AVX-512 (16 FMAs per step) level. The schedule specializes the tile on
         // values_in_place, so that each branch reads one side of the select; the feature index is
         // still clamped where values_in_place is false, so that an unsimplified select loads
-        // nothing past a head. Halide skips v_packed's loop and allocation when nothing reads it.
-        p.values_in_place = dv % value_tile == 0;
+        // nothing past a head. Halide skips the panels' loop and allocation when nothing reads
+        // them.
         p.value_tile = value_tile;
+        const Expr head_bytes = cast<int64_t>(kv_len) * dv * int(sizeof(float));
+        p.values_in_place =
+            dv == value_tile || (dv % value_tile == 0 && head_bytes <= Expr(kValuesInPlaceBytes));
+        Var cl("cl"), cp("cp");
+        p.v_panels = Func("v_panels");
+        p.v_panels(cl, j, cp, h, b) = v(min(cp * value_tile + cl, dv - 1), key_row, h, b);
         const Expr feature =
             select(p.values_in_place, unsafe_promise_clamped(c, 0, dv - 1), clamp(c, 0, dv - 1));
-        p.values = Func("values");
         const Expr key_in_place = min(likely(j), kv_len - 1);
-        p.values(c, j, h, b) =
-            select(p.values_in_place, v(feature, key_in_place, h, b), p.v_packed(c, j, h, b));
+        p.values = Func("values");
+        p.values(c, j, h, b) = select(p.values_in_place, v(feature, key_in_place, h, b),
+                                      p.v_panels(c % value_tile, j, c / value_tile, h, b));
     }
 
     // Dot products start from their first term, as every reduction into a register tile does

@@ -165,8 +165,8 @@ Halide::Expr causal_key_offset(const MaskInputs &mask, const Halide::Expr &q_len
 // and values have heads / group heads (grouped-query attention): query head h reads key/value
 // head h / group, and each key/value head is packed once, not once per query head.
 // value_tile > 0 (float32 products) is the features of a schedule's probs x values register
-// tile: where a value head is whole tiles of it, `values` reads the values where they are and
-// v_packed is not computed.
+// tile: `values` reads the values where they are (a head of one tile, or a short head of whole
+// tiles) or from v_panels, and v_packed is not computed.
 //
 // With bfloat16 products (`products`), q, k and v are rounded to bfloat16 and the products
 // accumulate in float32, as a handle of that precision asks (attngen_precision). The operands
@@ -197,6 +197,10 @@ struct PackedScore {
     // place, keys past kv_len are clamped to the last but keys below 0 are not: every reader
     // asks for keys j >= 0.
     Halide::Func values;
+    // With value_tile: the values in panels of value_tile features, (cl, j, cp, hk, b), feature
+    // cp * value_tile + cl of key j, readable past dv and kv_len; `values` reads them where it
+    // does not read in place.
+    Halide::Func v_panels;
     Halide::Expr values_in_place;  // defined with value_tile: true when `values` reads in place
     int value_tile = 0;            // the value_tile it was defined for
     Halide::Func q_operand;        // (d, i, h, b), the queries at rows clamped to q_len; paired:

@@ -174,5 +174,28 @@ TEST(FlashBlocks, LongKeysUseLongQueryBlocks) {
     }
 }
 
+// Value heads past 32 KiB (stages.cpp: kValuesInPlaceBytes) that a probs x values tile spans
+// only part of (AVX2 tiles of 16 features, SSE4.1 of 8, AVX-512 of 64: dv 128) are read from
+// panels of a tile's features; heads that are not whole tiles (40, 72) pad their last panel.
+// Both paths (with weights, the materialized one), grouped heads, an item short of its keys.
+TEST(FlashBlocks, ValueHeadsInPanels) {
+    for (int dv : {40, 64, 72, 128}) {
+        for (bool weights : {false, true}) {
+            SCOPED_TRACE(testing::Message() << "dv " << dv << ", weights " << weights);
+            SdpaTester()
+                .with_weights(weights)
+                .batch(2)
+                .heads(4)
+                .kv_heads(2)
+                .q_len(37)
+                .kv_len(300)
+                .dk(24)
+                .dv(dv)
+                .kv_lengths({300, 131})
+                .Test();
+        }
+    }
+}
+
 }  // namespace
 }  // namespace attngen_test
