@@ -33,13 +33,15 @@ inline void CheckMasksAndHugeLogits(const MhaTester &base) {
 }
 
 // Grouped heads (GQA and MQA), both rotary layouts (one partial) and a value head size of its
-// own.
+// own; 3 heads of 5 value features merge into an odd count, whose last bfloat16 pair the output
+// projection pads.
 inline void CheckGroupedHeadsRotaryAndValueHeadSize(const MhaTester &base) {
     ModelOf(base, 32, 8).num_kv_heads(2).batch(2).q_len(5).kv_len(9).TestWithAndWithoutWeights();
     ModelOf(base, 32, 4).num_kv_heads(1).batch(1).q_len(7).kv_len(7).Test();
     ModelOf(base, 32, 4).rope(ATTNGEN_ROPE_HALF).batch(2).q_len(3).kv_len(8).Test();
     ModelOf(base, 32, 4).rope(ATTNGEN_ROPE_INTERLEAVED, 4).batch(1).q_len(8).kv_len(5).Test();
     ModelOf(base, 24, 4).num_kv_heads(2).v_head_dim(5).batch(2).q_len(4).kv_len(6).Test();
+    ModelOf(base, 24, 3).v_head_dim(5).batch(2).q_len(3).kv_len(4).TestWithAndWithoutWeights();
 }
 
 }  // namespace attngen_test
