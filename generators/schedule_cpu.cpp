@@ -151,8 +151,9 @@ constexpr int kPackingTaskElements = 16384;
 constexpr int kPackingMaxHeadsPerTask = 16;
 
 // Keys transposed, into panels (jl, d, jp, h, b) where the attention asked for them
-// (PackedScore::k_panels) or to (j, d, h, b), and values copied to (c, j, h, b), at root, one
-// task per few heads (kPackingTaskElements). Bfloat16 pairs (PackedScore::paired) are made from two
+// (PackedScore::k_panels) or to (j, d, h, b), and values copied to panels of a tile's features
+// (PackedScore::v_panels) or to (c, j, h, b), at root, one task per few heads
+// (kPackingTaskElements). Bfloat16 pairs (PackedScore::paired) are made from two
 // rows of the transposed keys each, contiguous along the keys (or the value features), interleaved:
 // a vector of keys (or features) per row of the pair, the two stored as one interleaved vector.
 // (Vectorized over (e, j) together, each vector was a gather: its lanes read two rows, and the

@@ -71,12 +71,12 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
         // rounding passes took 8.6% of a bfloat16 forward at gpt2-causal (the input
         // projections') and 7% at bert-512-b8 (the output projection's, over heads; perf).
         // One group reads x(f, 0) directly. Several are written group by group, by an update
-        // over (d, g), and the feature past them (the last pair's second half when their count
-        // is odd) by an update of its own; the pure definition writes nothing. (A pure
-        // definition of zeros was a memset of the whole operand before the update wrote it
-        // again: 1.6% of a bfloat16 forward at bert-512, perf, for one element per row.) On GPU
-        // targets (weights as bits) the operand is inlined into the tiles, which a Func with
-        // an update cannot be, and keeps the division.
+        // over (d, g), and the feature past an odd count (the last pair's second half) by an
+        // update of its own; the pure definition writes nothing. (A pure definition of zeros
+        // wrote the whole operand once more for one element per row: a memset, 1.6% of a
+        // bfloat16 forward's samples at bert-512, though the forward measured level without
+        // it.) On GPU targets (weights as bits) the operand is inlined into the tiles, which a
+        // Func with an update cannot be, and keeps the division.
         const Expr feature = min(f, p.in_features - 1);
         if (Internal::is_const_one(groups)) {
             p.operand(f, m) = select(f < p.in_features, rounded(x(feature, 0, m)), rounded(0.0f));
@@ -89,7 +89,9 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
             p.r_operand = RDom(0, group_size, 0, groups, name + "_r_operand");
             p.operand(p.r_operand.y * group_size + p.r_operand.x, m) =
                 rounded(x(p.r_operand.x, p.r_operand.y, m));
-            p.operand(p.in_features, m) = rounded(0.0f);
+            // Extent 0 for an even count, so that rows stay in_features wide.
+            const RDom pad(p.in_features, p.in_features % 2, name + "_pad");
+            p.operand(pad, m) = rounded(0.0f);
         }
         product = cast<float>(p.operand(2 * p.r.y + p.r.x, row)) * weight(2 * o + p.r.x, p.r.y);
     } else {
@@ -454,8 +456,9 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         // per step of the tile (an AVX2 step has 12 FMAs), carries likely() so that loop
         // partitioning keeps it to the steps past the last key (the flash kernel's loop
         // reaches one key past a block's last where that is its first key). AVX2 variant,
-        // scripts/ab_runs.py, 3 rounds: sdpa/gpt2-causal 1.05x, long-single, bert-512 forward
-        // 1.02x; AVX-512 (16 FMAs per step) level. The schedule specializes the tile on
+        // scripts/ab_runs.py, 3 rounds, measured while those heads were still read in place:
+        // sdpa/gpt2-causal 1.05x, long-single, bert-512 forward 1.02x; AVX-512 (16 FMAs per
+        // step) level. The schedule specializes the tile on
         // values_in_place, so that each branch reads one side of the select; the feature index is
         // still clamped where values_in_place is false, so that an unsimplified select loads
         // nothing past a head. Halide skips the panels' loop and allocation when nothing reads

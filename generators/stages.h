@@ -25,7 +25,8 @@ struct ProjectionStage {
     // float_operand).
     Halide::Func operand;
     // Defined when the bfloat16 operand is written group by group, an update over (d, g) of
-    // operand(g * group_size + d, n) after a pass of zeros.
+    // operand(g * group_size + d, n), over a pure definition that writes nothing (undef); a
+    // second update writes the 0 past an odd count.
     Halide::RDom r_operand;
     // Bfloat16 weights are stored in pairs of consecutive input features (kWeightPairs in
     // layout.h), and the reduction runs over r.x, the feature within a pair, and r.y, the pair,
@@ -193,9 +194,9 @@ struct PackedScore {
                             // its bfloat16 pairs
     Halide::Func v_packed;  // (c, j, hk, b), readable past dv and kv_len; or pairs
     // What the probs x values products read, as v_packed: v_packed itself, or (value_tile,
-    // below) a choice at run time between it and the values as given, read in place. Read in
-    // place, keys past kv_len are clamped to the last but keys below 0 are not: every reader
-    // asks for keys j >= 0.
+    // below) a choice at run time between v_panels and the values as given, read in place.
+    // Read in place, keys past kv_len are clamped to the last but keys below 0 are not: every
+    // reader asks for keys j >= 0.
     Halide::Func values;
     // With value_tile: the values in panels of value_tile features, (cl, j, cp, hk, b), feature
     // cp * value_tile + cl of key j, readable past dv and kv_len; `values` reads them where it

@@ -176,7 +176,8 @@ TEST(FlashBlocks, LongKeysUseLongQueryBlocks) {
 
 // Value heads past 32 KiB (stages.cpp: kValuesInPlaceBytes) that a probs x values tile spans
 // only part of (AVX2 tiles of 16 features, SSE4.1 of 8, AVX-512 of 64: dv 128) are read from
-// panels of a tile's features; heads that are not whole tiles (40, 72) pad their last panel.
+// panels of a tile's features; heads that are not whole tiles (40 and 72 on AVX2 and AVX-512)
+// pad their last panel.
 // Both paths (with weights, the materialized one), grouped heads, an item short of its keys.
 TEST(FlashBlocks, ValueHeadsInPanels) {
     for (int dv : {40, 64, 72, 128}) {

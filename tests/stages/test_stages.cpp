@@ -416,6 +416,41 @@ TEST(Projection, TallRowBlocksForManyOutputPanels) {
     }
 }
 
+// The bfloat16 operand of grouped inputs (the output projection's, over heads) is written group
+// by group over a pure definition that writes nothing: every feature gets its rounded input,
+// the feature past an odd count (the last pair's second half) gets 0, and nothing past an even
+// count is written, so that rows stay in_features wide. The buffer starts as NaN, which any
+// element left unwritten keeps.
+TEST(Projection, BFloat16OperandOfGroupsPadsOnlyAnOddCount) {
+    const int group_size = 5, rows = 2;
+    for (int groups : {3, 4}) {
+        SCOPED_TRACE("groups " + std::to_string(groups));
+        const int in_features = groups * group_size;
+        ImageParam x(Float(32), 3, "x"), w_t(BFloat(16), 2, "w_t"), bias(Float(32), 1, "bias");
+        Var d("d"), g("g"), n("n");
+        Func x_groups("x_groups");
+        x_groups(d, g, n) = x(d, g, n);
+        attngen::ProjectionStage p = attngen::define_projection(
+            "proj", x_groups, group_size, groups, rows, 64, w_t, bias, BFloat(16));
+        Buffer<float> input(group_size, groups, rows);
+        input.for_each_element([&](int dd, int gg, int nn) { input(dd, gg, nn) = 1.5f + gg; });
+        x.set(input);
+        Buffer<bfloat16_t> operand(in_features + 1, rows);
+        operand.fill(bfloat16_t(std::numeric_limits<float>::quiet_NaN()));
+        p.operand.realize(operand);
+        for (int r = 0; r < rows; ++r) {
+            for (int f = 0; f < in_features; ++f) {
+                EXPECT_EQ(float(operand(f, r)), 1.5f + f / group_size) << "feature " << f;
+            }
+            if (in_features % 2 == 1) {
+                EXPECT_EQ(float(operand(in_features, r)), 0.0f);
+            } else {
+                EXPECT_TRUE(std::isnan(float(operand(in_features, r))));
+            }
+        }
+    }
+}
+
 // One set of knobs reaches every dispatch variant; a register tile tuned for AVX-512's 32
 // registers must not reach the 16 of AVX2 and SSE4.1, where it would spill.
 TEST(Knobs, RegisterTilesFitTheTargetsRegisters) {
