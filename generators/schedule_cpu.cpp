@@ -153,9 +153,9 @@ constexpr int kPackingMaxHeadsPerTask = 16;
 // Keys transposed, into panels (jl, d, jp, h, b) where the attention asked for them
 // (PackedScore::k_panels) or to (j, d, h, b), and values copied to panels of a tile's features
 // (PackedScore::v_panels) or to (c, j, h, b), at root, one task per few heads
-// (kPackingTaskElements). Bfloat16 pairs (PackedScore::paired) are made from two
-// rows of the transposed keys each, contiguous along the keys (or the value features), interleaved:
-// a vector of keys (or features) per row of the pair, the two stored as one interleaved vector.
+// (kPackingTaskElements). Bfloat16 pairs (PackedScore::paired) are made from two rows of the
+// transposed keys each, contiguous along the keys (or the value features), interleaved: a
+// vector of keys (or features) per row of the pair, the two stored as one interleaved vector.
 // (Vectorized over (e, j) together, each vector was a gather: its lanes read two rows, and the
 // features' clamp was per lane. attngen_parallel_timeline bert-512 bf16, AVX512-BF16 variant,
 // Zen 4: key pairs 107 -> 33 us, value pairs 156 -> 40 us of a 9.7 ms call.)

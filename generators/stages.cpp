@@ -458,11 +458,10 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         // reaches one key past a block's last where that is its first key). AVX2 variant,
         // scripts/ab_runs.py, 3 rounds, measured while those heads were still read in place:
         // sdpa/gpt2-causal 1.05x, long-single, bert-512 forward 1.02x; AVX-512 (16 FMAs per
-        // step) level. The schedule specializes the tile on
-        // values_in_place, so that each branch reads one side of the select; the feature index is
-        // still clamped where values_in_place is false, so that an unsimplified select loads
-        // nothing past a head. Halide skips the panels' loop and allocation when nothing reads
-        // them.
+        // step) level. The schedule specializes the tile on values_in_place, so that each
+        // branch reads one side of the select; the feature index is still clamped where
+        // values_in_place is false, so that an unsimplified select loads nothing past a head.
+        // Halide skips the panels' loop and allocation when nothing reads them.
         p.value_tile = value_tile;
         const Expr head_bytes = cast<int64_t>(kv_len) * dv * int(sizeof(float));
         p.values_in_place =
