@@ -93,7 +93,9 @@ class AttngenGenerator : public Generator<T> {
             w.dim(0).set_min(0);
             w.dim(1).set_stride((w.dim(1).stride() / kWeightPadding) * kWeightPadding);
         }
-        return weight_panel_view(bounded(w), weight_panel_columns(storage == BFloat(16)));
+        return weight_panel_view(bounded(w),
+                                 weight_panel_columns(weights_in_pairs(
+                                     storage == BFloat(16), this->get_target().has_gpu_feature())));
     }
 
     // GPU projections of a few rows (decoding) get a second algorithm, a schedule of their own

@@ -61,7 +61,8 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
     // initialization into a call to memset (perf: 1-2% of a forward).
     p.acc(o, n) = bias(o);
     Expr product;
-    if (storage == BFloat(16)) {
+    // Weights as bits are a GPU kernel's (storage_bits_as_float).
+    if (weights_in_pairs(storage == BFloat(16), as_bits)) {
         p.paired = true;
         p.r = RDom(0, kWeightPairs, 0, (p.in_features + 1) / kWeightPairs, name + "_r");
         Var f("f"), m("m");
@@ -75,15 +76,10 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
         // update of its own; the pure definition writes nothing. (A pure definition of zeros
         // wrote the whole operand once more for one element per row: a memset, 1.6% of a
         // bfloat16 forward's samples at bert-512, though the forward measured level without
-        // it.) On GPU targets (weights as bits) the operand is inlined into the tiles, which a
-        // Func with an update cannot be, and keeps the division.
+        // it.)
         const Expr feature = min(f, p.in_features - 1);
         if (Internal::is_const_one(groups)) {
             p.operand(f, m) = select(f < p.in_features, rounded(x(feature, 0, m)), rounded(0.0f));
-        } else if (as_bits) {
-            p.operand(f, m) =
-                select(f < p.in_features, rounded(x(feature % group_size, feature / group_size, m)),
-                       rounded(0.0f));
         } else {
             p.operand(f, m) = undef(rounded(0.0f).type());
             p.r_operand = RDom(0, group_size, 0, groups, name + "_r_operand");

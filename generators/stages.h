@@ -28,10 +28,10 @@ struct ProjectionStage {
     // operand(g * group_size + d, n), over a pure definition that writes nothing (undef); a
     // second update writes the 0 past an odd count.
     Halide::RDom r_operand;
-    // Bfloat16 weights are stored in pairs of consecutive input features (kWeightPairs in
-    // layout.h), and the reduction runs over r.x, the feature within a pair, and r.y, the pair,
-    // so that a schedule can reduce each pair in one vdpbf16ps lane. Otherwise r.x is the
-    // feature d within a group and r.y the group.
+    // Bfloat16 weights for CPUs are stored in pairs of consecutive input features (kWeightPairs
+    // and weights_in_pairs in layout.h), and the reduction runs over r.x, the feature within a
+    // pair, and r.y, the pair, so that a schedule can reduce each pair in one vdpbf16ps lane.
+    // Otherwise r.x is the feature d within a group and r.y the group.
     bool paired = false;
     Halide::Func result;   // result(o, n)
     Halide::Func weights;  // w_t as define_projection was given it, for a schedule to stage
@@ -60,14 +60,14 @@ struct ProjectionStage {
 // register tiles past the last row without reading outside the input. The weights are stored as
 // `storage`, float32, bfloat16 or float16: the products then take x rounded to that type
 // (round_operand) and the weights, both exact in float32, and accumulate in float32. Bfloat16
-// weights come in pairs: w_t(2 o + f % 2, f / 2) is the weight of output o and input f. w_t
-// holds `storage` itself, or for the 16-bit formats their bit patterns as uint16 (GPU targets:
+// weights for CPUs come in pairs: w_t(2 o + f % 2, f / 2) is the weight of output o and input f.
+// w_t holds `storage` itself, or for the 16-bit formats their bit patterns as uint16 (GPU targets:
 // see storage_bits_as_float).
 // float_operand (bfloat16 weights): x rounded to bfloat16 is stored as float32, for targets
 // without a bfloat16 dot product, whose register tiles then broadcast it as it is instead of
 // widening every element at every step.
 // The schedule's choice of a second algorithm for few rows (ProjectionStage::few_rows_sum):
-// split 0 for none. Float32 and float16 weights only (bfloat16 pairs keep the one algorithm).
+// split 0 for none. Weights in pairs (a CPU's bfloat16) keep the one algorithm.
 struct FewRowsPath {
     int split = 0;
     int rows = 0;

@@ -20,11 +20,13 @@ namespace attngen::rt {
 struct PackedProjection {
     int32_t in = 0, out = 0, padded_out = 0;
     attngen_precision precision = ATTNGEN_PRECISION_F32;
+    bool pairs = false;  // bfloat16 for a CPU (layout.h, weights_in_pairs)
     // On huge pages where large (huge_pages.h): a decoding step streams every weight once.
     std::vector<float, HugePageAllocator<float>> weight;  // float32, [panels, in, kWeightPadding]
-    // Otherwise the bits: float16 likewise; bfloat16 in pairs of input features,
-    // [panels, ceil(in / 2), kWeightPadding, 2], the odd count's last pair completed with 0 (the
-    // projections reduce each pair in one lane of vdpbf16ps: ProjectionStage::paired).
+    // Otherwise the bits: float16 and a GPU's bfloat16 likewise; a CPU's bfloat16 in pairs of
+    // input features, [panels, ceil(in / 2), kWeightPadding, 2], the odd count's last pair
+    // completed with 0 (the projections reduce each pair in one lane of vdpbf16ps:
+    // ProjectionStage::paired).
     std::vector<uint16_t, HugePageAllocator<uint16_t>> weight_bits;
     std::vector<float> bias;  // [padded_out], float32 in every precision
 
@@ -37,6 +39,7 @@ struct PackedProjection {
         in = in_features;
         out = out_features;
         precision = p;
+        pairs = weights_in_pairs(p == ATTNGEN_PRECISION_BF16, device != ATTNGEN_DEVICE_CPU);
         padded_out = round_up(out_features, kWeightPadding) +
                      (device == ATTNGEN_DEVICE_CPU ? 0 : kGpuExtraWeightPadding);
         const size_t size = size_t(stored_rows()) * stored_columns();
@@ -51,8 +54,10 @@ struct PackedProjection {
                 const float x = w[size_t(o) * in + i];
                 if (p == ATTNGEN_PRECISION_F32) {
                     weight[stored_index(o, i)] = x;
-                } else if (p == ATTNGEN_PRECISION_BF16) {
+                } else if (pairs) {
                     weight_bits[stored_index(2 * o + i % 2, i / 2)] = to_bfloat16(x);
+                } else if (p == ATTNGEN_PRECISION_BF16) {
+                    weight_bits[stored_index(o, i)] = to_bfloat16(x);
                 } else {
                     weight_bits[stored_index(o, i)] = to_float16(x);
                 }
@@ -63,15 +68,11 @@ struct PackedProjection {
 
     // Weight rows (input features, or pairs of them) and columns (outputs, or both features of
     // a pair of each), as the kernels index them.
-    int32_t stored_rows() const { return precision == ATTNGEN_PRECISION_BF16 ? (in + 1) / 2 : in; }
-    int32_t stored_columns() const {
-        return precision == ATTNGEN_PRECISION_BF16 ? 2 * padded_out : padded_out;
-    }
+    int32_t stored_rows() const { return pairs ? (in + 1) / 2 : in; }
+    int32_t stored_columns() const { return pairs ? 2 * padded_out : padded_out; }
     // Stored in panels of kWeightPadding outputs (layout.h): the kernels take the weights as a
     // 2-D buffer [panels, rows x panel columns].
-    int32_t panel_columns() const {
-        return weight_panel_columns(precision == ATTNGEN_PRECISION_BF16);
-    }
+    int32_t panel_columns() const { return weight_panel_columns(pairs); }
     int32_t panels() const { return stored_columns() / panel_columns(); }
     int32_t panel_size() const { return stored_rows() * panel_columns(); }
     size_t stored_index(int32_t column, int32_t row) const {

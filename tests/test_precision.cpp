@@ -171,6 +171,33 @@ TEST(Precision, HalfPrecisionWeightsTakeHalfTheBytes) {
     EXPECT_EQ(f16.weight_bits[0], 0x3400);
 }
 
+// A CPU's bfloat16 weights interleave pairs of input features (vdpbf16ps lanes); a GPU's are
+// laid out as float16's, one feature per row (layout.h, weights_in_pairs).
+TEST(Precision, BFloat16WeightsArePairedForCpusOnly) {
+    const int out = 3, in = 5;
+    std::vector<float> w(size_t(out) * in);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float(i + 1);  // exact in bfloat16
+    attngen::rt::PackedProjection cpu, gpu, gpu_f16;
+    cpu.pack(w.data(), nullptr, out, in, ATTNGEN_DEVICE_CPU, ATTNGEN_PRECISION_BF16);
+    gpu.pack(w.data(), nullptr, out, in, ATTNGEN_DEVICE_CUDA, ATTNGEN_PRECISION_BF16);
+    gpu_f16.pack(w.data(), nullptr, out, in, ATTNGEN_DEVICE_CUDA, ATTNGEN_PRECISION_F16);
+    EXPECT_TRUE(cpu.pairs);
+    EXPECT_FALSE(gpu.pairs);
+    EXPECT_EQ(cpu.stored_rows(), (in + 1) / 2);
+    EXPECT_EQ(gpu.stored_rows(), in);
+    EXPECT_EQ(gpu.panel_columns(), gpu_f16.panel_columns());
+    EXPECT_EQ(gpu.weight_bits.size(), gpu_f16.weight_bits.size());
+    for (int o = 0; o < out; ++o) {
+        for (int i = 0; i < in; ++i) {
+            const float x = w[size_t(o) * in + i];
+            EXPECT_EQ(from_bfloat16(cpu.weight_bits[cpu.stored_index(2 * o + i % 2, i / 2)]), x);
+            EXPECT_EQ(from_bfloat16(gpu.weight_bits[gpu.stored_index(o, i)]), x);
+        }
+    }
+    // The odd count's last pair is completed with +0.
+    EXPECT_EQ(cpu.weight_bits[cpu.stored_index(1, in / 2)], 0);
+}
+
 // Round to nearest, ties to even, as Halide's casts in the kernels; float16's subnormals and the
 // edge of its range.
 TEST(Precision, FormatsRoundToNearestEven) {
