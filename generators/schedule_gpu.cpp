@@ -169,9 +169,9 @@ void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &request
     // Each reduction step's weights for the tile's outputs in one wide load, which needs tiles
     // to start at a multiple of the tile, within one panel of weights (layout.h): the realized
     // features of a stage are widened to whole panels (the padded weights cover the extra), an
-    // output's start at 0 (the generator's constraint). Bfloat16 pairs interleave two input
-    // features per output, so a step's weights are not one dense vector there; they stay scalar
-    // loads.
+    // output's start at 0 (the generator's constraint). A GPU's weights are one feature per
+    // row in every precision (layout.h, weights_in_pairs), so `paired` is false here; the check
+    // keeps the wide load away from pairs, whose steps are not one dense vector.
     if (where == ProjectionResult::Inside) p.result.align_bounds(p.o, kWeightPadding);
     if (!p.paired) {
         const std::vector<Var> w = p.weights.args();  // (column, row)

@@ -19,10 +19,10 @@ namespace attngen {
 struct ProjectionStage {
     Halide::Func acc;  // acc(o, n): the reduction, initialised to the bias
     // x rounded to the weights' precision, undefined with float32 weights (which multiply x as
-    // it is): operand(d, g, n) as float with float16 weights; with bfloat16 weights (in pairs,
-    // below) operand(f, n) as bfloat16 over the flattened features f = g * group_size + d,
-    // 0 for the one past an odd count, or its values as float32 (define_projection's
-    // float_operand).
+    // it is): operand(d, g, n) as float with float16 weights and a GPU's bfloat16 weights; with
+    // a CPU's bfloat16 weights (in pairs, below) operand(f, n) as bfloat16 over the flattened
+    // features f = g * group_size + d, 0 for the one past an odd count, or its values as float32
+    // (define_projection's float_operand).
     Halide::Func operand;
     // Defined when the bfloat16 operand is written group by group, an update over (d, g) of
     // operand(g * group_size + d, n), over a pure definition that writes nothing (undef); a

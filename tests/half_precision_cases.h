@@ -34,7 +34,7 @@ inline void CheckMasksAndHugeLogits(const MhaTester &base) {
 
 // Grouped heads (GQA and MQA), both rotary layouts (one partial) and a value head size of its
 // own; 3 heads of 5 value features merge into an odd count, whose last bfloat16 pair the output
-// projection pads.
+// projection pads on CPUs (a GPU's bfloat16 weights are not paired).
 inline void CheckGroupedHeadsRotaryAndValueHeadSize(const MhaTester &base) {
     ModelOf(base, 32, 8).num_kv_heads(2).batch(2).q_len(5).kv_len(9).TestWithAndWithoutWeights();
     ModelOf(base, 32, 4).num_kv_heads(1).batch(1).q_len(7).kv_len(7).Test();

@@ -29,8 +29,8 @@ class DevicePrecision : public DeviceAvailableTest,
     }
 };
 
-// Query blocks of 16, key tiles of 32, projection blocks of 64 features (bfloat16 weights in
-// pairs: odd feature counts complete the last pair with 0), each hit and missed by one.
+// Query blocks of 16, key tiles of 32, projection blocks of 64 features, each hit and missed by
+// one (a GPU's bfloat16 weights are one feature per row, as float16's).
 TEST_P(DevicePrecision, TileEdges) {
     Model(1, 1).batch(1).q_len(1).kv_len(1).TestWithAndWithoutWeights();
     Model(21, 3).kdim(11).vdim(13).batch(3).q_len(7).kv_len(11).TestWithAndWithoutWeights();
