@@ -56,10 +56,9 @@ struct PackedProjection {
                     weight[stored_index(o, i)] = x;
                 } else if (pairs) {
                     weight_bits[stored_index(2 * o + i % 2, i / 2)] = to_bfloat16(x);
-                } else if (p == ATTNGEN_PRECISION_BF16) {
-                    weight_bits[stored_index(o, i)] = to_bfloat16(x);
                 } else {
-                    weight_bits[stored_index(o, i)] = to_float16(x);
+                    weight_bits[stored_index(o, i)] =
+                        p == ATTNGEN_PRECISION_BF16 ? to_bfloat16(x) : to_float16(x);
                 }
             }
             if (b != nullptr) bias[o] = b[o];
