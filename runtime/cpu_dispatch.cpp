@@ -2,6 +2,8 @@
 
 #include <HalideRuntime.h>
 
+#include "bf16_dot_probe.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -33,26 +35,48 @@ const halide_target_feature_t kAboveBaseline[] = {
     halide_target_feature_avx512_skylake, halide_target_feature_avx512_zen4,
     halide_target_feature_avx512_zen5};
 
+// The features whose Halide targets multiply bfloat16 pairs with vdpbf16ps: only the bfloat16
+// kernels' first variant names one (generators/CMakeLists.txt).
+const halide_target_feature_t kBf16DotProduct[] = {halide_target_feature_avx512_zen4,
+                                                   halide_target_feature_avx512_zen5,
+                                                   halide_target_feature_avx512_sapphirerapids};
+
 const halide_target_feature_t *refused_begin = nullptr;
 const halide_target_feature_t *refused_end = nullptr;
+// ATTNGEN_CPU_DISPATCH=avx512_bf16: the AVX512-BF16 variant wherever the CPU has it, without
+// asking whether it pays (bf16_dot_product_pays), so that it is tested on any such CPU.
+bool bf16_dot_product_forced = false;
 
 bool has_feature(int count, const uint64_t *features, halide_target_feature_t f) {
     const int word = int(f) / 64;
     return word < count && ((features[word] >> (int(f) % 64)) & 1) != 0;
 }
 
-int capped_can_use_target_features(int count, const uint64_t *features) {
+template <size_t N>
+bool has_any_feature(int count, const uint64_t *features,
+                     const halide_target_feature_t (&list)[N]) {
+    for (halide_target_feature_t f : list) {
+        if (has_feature(count, features, f)) return true;
+    }
+    return false;
+}
+
+int attngen_can_use_target_features(int count, const uint64_t *features) {
     for (const halide_target_feature_t *f = refused_begin; f != refused_end; ++f) {
         if (has_feature(count, features, *f)) return 0;
     }
-    return halide_default_can_use_target_features(count, features);
+    // The CPU's features first: the probe runs vdpbf16ps, which must exist.
+    if (!halide_default_can_use_target_features(count, features)) return 0;
+    if (!bf16_dot_product_forced && has_any_feature(count, features, kBf16DotProduct)) {
+        return bf16_dot_product_pays() ? 1 : 0;
+    }
+    return 1;
 }
 
 template <size_t N>
 void refuse(const halide_target_feature_t (&list)[N]) {
     refused_begin = list;
     refused_end = list + N;
-    halide_set_custom_can_use_target_features(capped_can_use_target_features);
 }
 
 }  // namespace
@@ -60,9 +84,12 @@ void refuse(const halide_target_feature_t (&list)[N]) {
 void install_cpu_dispatch_policy() {
     static std::once_flag once;
     std::call_once(once, [] {
+        halide_set_custom_can_use_target_features(attngen_can_use_target_features);
         const char *cap = std::getenv("ATTNGEN_CPU_DISPATCH");
         if (cap == nullptr) return;
-        if (std::strcmp(cap, "avx512") == 0)
+        if (std::strcmp(cap, "avx512_bf16") == 0)
+            bf16_dot_product_forced = true;
+        else if (std::strcmp(cap, "avx512") == 0)
             refuse(kAboveAvx512);
         else if (std::strcmp(cap, "avx2") == 0)
             refuse(kAboveAvx2);
