@@ -84,19 +84,20 @@ void refuse(const halide_target_feature_t (&list)[N]) {
 void install_cpu_dispatch_policy() {
     static std::once_flag once;
     std::call_once(once, [] {
+        if (const char *cap = std::getenv("ATTNGEN_CPU_DISPATCH")) {
+            if (std::strcmp(cap, "avx512_bf16") == 0)
+                bf16_dot_product_forced = true;
+            else if (std::strcmp(cap, "avx512") == 0)
+                refuse(kAboveAvx512);
+            else if (std::strcmp(cap, "avx2") == 0)
+                refuse(kAboveAvx2);
+            else if (std::strcmp(cap, "sse41") == 0)
+                refuse(kAboveSse41);
+            else if (std::strcmp(cap, "baseline") == 0)
+                refuse(kAboveBaseline);
+        }
+        // Installed once the policy above is set: a kernel that runs from here on asks it.
         halide_set_custom_can_use_target_features(attngen_can_use_target_features);
-        const char *cap = std::getenv("ATTNGEN_CPU_DISPATCH");
-        if (cap == nullptr) return;
-        if (std::strcmp(cap, "avx512_bf16") == 0)
-            bf16_dot_product_forced = true;
-        else if (std::strcmp(cap, "avx512") == 0)
-            refuse(kAboveAvx512);
-        else if (std::strcmp(cap, "avx2") == 0)
-            refuse(kAboveAvx2);
-        else if (std::strcmp(cap, "sse41") == 0)
-            refuse(kAboveSse41);
-        else if (std::strcmp(cap, "baseline") == 0)
-            refuse(kAboveBaseline);
     });
 }
 
