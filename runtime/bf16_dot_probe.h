@@ -10,17 +10,17 @@ struct DotProductRates {
     double fp32_fma = 0;  // vfmadd on 16 floats: 16 per instruction
 };
 
-// Zero rates where the CPU lacks AVX512-BF16 (or is not x86). Takes about half a millisecond:
-// a few short timed loops of each instruction, the fastest of each kept.
+// Zero rates where the CPU lacks AVX512-BF16 (or is not x86). Five short timed loops of each
+// instruction (0.1-0.2 ms on a 2-3 GHz core), the fastest of each kept.
 DotProductRates measure_dot_product_rates();
 
 // Whether the bfloat16 kernels' AVX512-BF16 variant pays on this CPU: measured once per
 // process (the first call measures), so every kernel of the process makes the same choice.
 // Where vdpbf16ps does two multiply-adds per float32 lane in an FMA's time (AMD Zen 4: 461
 // against 232 GFLOP/s), it does. Where it issues at a quarter of the FMA's rate, half the
-// multiply-adds (an Intel Xeon of family 6, model 207: 166 against 319 GFLOP/s; attngen_bench
-// fma_peak_bf16 and fma_peak), the float32 variant, widening the same bfloat16 values, runs
-// the bfloat16 forward faster.
+// multiply-adds (an Intel Xeon of family 6, model 207: 162-168 against 322-336 GFLOP/s on 2 cores,
+// attngen_bench fma_peak_bf16 and fma_peak), the float32 variant, widening the same bfloat16
+// values, runs the bfloat16 forward faster.
 bool bf16_dot_product_pays();
 
 }  // namespace attngen::rt

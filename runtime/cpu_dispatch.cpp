@@ -65,7 +65,7 @@ int attngen_can_use_target_features(int count, const uint64_t *features) {
     for (const halide_target_feature_t *f = refused_begin; f != refused_end; ++f) {
         if (has_feature(count, features, *f)) return 0;
     }
-    // The CPU's features first: the probe runs vdpbf16ps, which must exist.
+    // The CPU's features first, so that CPUs without the variant's features never run the probe.
     if (!halide_default_can_use_target_features(count, features)) return 0;
     if (!bf16_dot_product_forced && has_any_feature(count, features, kBf16DotProduct)) {
         return bf16_dot_product_pays() ? 1 : 0;

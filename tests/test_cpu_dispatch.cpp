@@ -1,7 +1,12 @@
 // The run-time choice of the bfloat16 kernels' AVX512-BF16 variant (runtime/bf16_dot_probe.h).
+#include <HalideRuntime.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "bf16_dot_probe.h"
+#include "cpu_dispatch.h"
 
 namespace {
 
@@ -31,9 +36,37 @@ TEST(CpuDispatch, Bf16DotProbeMeasuresBothInstructionsWhereTheCpuHasThem) {
     RecordProperty("fp32_fma_madds_per_s", std::to_string(rates.fp32_fma));
 }
 
-TEST(CpuDispatch, Bf16DotChoiceIsMadeOncePerProcess) {
-    const bool first = attngen::rt::bf16_dot_product_pays();
-    for (int i = 0; i < 3; ++i) EXPECT_EQ(attngen::rt::bf16_dot_product_pays(), first);
+// Halide's dispatch asks about the bfloat16 kernels' first variant,
+// x86-64-linux-avx512_skylake-avx512_zen4, with these feature bits; the answer decides the
+// variant every bfloat16 kernel of the process runs.
+TEST(CpuDispatch, Bf16VariantIsTakenAsTheEnvironmentAndTheProbeSay) {
+    attngen::rt::install_cpu_dispatch_policy();
+    constexpr int kWords = (halide_target_feature_end + 63) / 64;
+    uint64_t features[kWords] = {};
+    for (halide_target_feature_t f :
+         {halide_target_feature_avx512_skylake, halide_target_feature_avx512_zen4}) {
+        features[f / 64] |= uint64_t(1) << (f % 64);
+    }
+    const bool cpu_has_them = halide_default_can_use_target_features(kWords, features) != 0;
+    const char *env = std::getenv("ATTNGEN_CPU_DISPATCH");
+    const std::string cap = env != nullptr ? env : "";
+    bool expected = cpu_has_them && attngen::rt::bf16_dot_product_pays();
+    if (cap == "avx512" || cap == "avx2" || cap == "sse41" || cap == "baseline") {
+        expected = false;
+    } else if (cap == "avx512_bf16") {
+        expected = cpu_has_them;
+    }
+    EXPECT_EQ(halide_can_use_target_features(kWords, features) != 0, expected)
+        << "ATTNGEN_CPU_DISPATCH=" << cap << ", the CPU has the features: " << cpu_has_them
+        << ", vdpbf16ps pays: " << attngen::rt::bf16_dot_product_pays();
+    // The AVX-512 variant below it is never refused for bfloat16's sake.
+    uint64_t avx512_only[kWords] = {};
+    avx512_only[halide_target_feature_avx512_skylake / 64] |=
+        uint64_t(1) << (halide_target_feature_avx512_skylake % 64);
+    if (cap.empty() || cap == "avx512" || cap == "avx512_bf16") {
+        EXPECT_EQ(halide_can_use_target_features(kWords, avx512_only),
+                  halide_default_can_use_target_features(kWords, avx512_only));
+    }
 }
 
 }  // namespace
