@@ -14,13 +14,15 @@ namespace {
 // vdpbf16ps must do at least this many times the FMA's multiply-adds per second for the
 // AVX512-BF16 variant to be chosen. That variant has work the float32 one has not (its
 // attention pairs the queries and keys first), so at parity it would lose. The CPUs measured
-// lie far on either side: 2.0 (Zen 4) and 0.55 (Xeon model 207).
+// lie far on either side: 2.0 (Zen 4, attngen_bench's peaks) and 0.55 (Xeon model 207, this
+// probe).
 constexpr double kMinDotGain = 1.25;
 
 #if defined(__x86_64__)
 // Independent accumulators, enough to cover the latency of either instruction on two ports.
-// The loops over them are unrolled by pragma, so that they stay in registers at every
-// optimization level (at -O1 and -O2 GCC 12 kept the array in memory, a load and a store per
+// The loops over them are unrolled by pragma, and the file is compiled at -O2 whatever the
+// build type (runtime/CMakeLists.txt), so that they stay in registers (at -O0, -O1 and -O2
+// without the pragma GCC 12 kept the array in memory, a load and a store per
 // instruction, which measured the memory instead). Not instrumented by ASan, for the same
 // reason, nor by UBSan (whose bounds checks kept the array in memory as well).
 constexpr int kChains = 12;

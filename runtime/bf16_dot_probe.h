@@ -11,7 +11,8 @@ struct DotProductRates {
 };
 
 // Zero rates where the CPU lacks AVX512-BF16 (or is not x86). Five short timed loops of each
-// instruction (0.1-0.2 ms on a 2-3 GHz core), the fastest of each kept.
+// instruction (about 0.1-0.2 ms on a 2-3 GHz core, by the rates; not timed), the fastest of
+// each kept.
 DotProductRates measure_dot_product_rates();
 
 // Whether the bfloat16 kernels' AVX512-BF16 variant pays on this CPU: measured once per

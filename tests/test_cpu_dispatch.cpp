@@ -26,7 +26,7 @@ TEST(CpuDispatch, Bf16DotProbeMeasuresBothInstructionsWhereTheCpuHasThem) {
         EXPECT_FALSE(attngen::rt::bf16_dot_product_pays());
         return;
     }
-    // One core does between a billion and a few hundred billion multiply-adds a second: a rate
+    // One core does between a billion and at most a trillion multiply-adds a second: a rate
     // outside means a loop the compiler removed or a clock misread.
     for (double rate : {rates.bf16_dot, rates.fp32_fma}) {
         EXPECT_GT(rate, 1e9);
