@@ -9,10 +9,12 @@
 
 #include "bench_rates.h"
 #include "bench_shapes.h"
+#include "bf16_dot_probe.h"
 #include "mha_forward_call.h"
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -70,7 +72,24 @@ void BM_Linear(benchmark::State &state, Shape s) {
     set_rates(state, 2.0 * rows * s.d_model * s.d_model);
 }
 
+// Which products the bfloat16 forward runs on this machine, in the output's context: the
+// choice is the library's own probe (runtime/bf16_dot_probe.h) unless ATTNGEN_CPU_DISPATCH
+// sets it, and results from machines on either side of it are not comparable.
+void describe_bf16_products() {
+    const attngen::rt::DotProductRates rates = attngen::rt::measure_dot_product_rates();
+    char text[160];
+    std::snprintf(
+        text, sizeof text,
+        "vdpbf16ps %.1f, FMA %.1f billion multiply-adds/s on one core; the probe picks %s",
+        rates.bf16_dot * 1e-9, rates.fp32_fma * 1e-9,
+        attngen::rt::bf16_dot_product_pays() ? "the AVX512-BF16 variant" : "float32 FMAs");
+    benchmark::AddCustomContext("bf16_products", text);
+    const char *dispatch = std::getenv("ATTNGEN_CPU_DISPATCH");
+    benchmark::AddCustomContext("ATTNGEN_CPU_DISPATCH", dispatch != nullptr ? dispatch : "");
+}
+
 const int registered = [] {
+    describe_bf16_products();
     for (const Shape &s : shapes()) {
         const std::string name = s.name;
         benchmark::RegisterBenchmark(("mha_forward/" + name).c_str(), BM_MhaForward, s,
