@@ -76,7 +76,7 @@ void BM_Linear(benchmark::State &state, Shape s) {
 // choice is the library's own probe (runtime/bf16_dot_probe.h) unless ATTNGEN_CPU_DISPATCH
 // sets it, and results from machines on either side of it are not comparable.
 void describe_bf16_products() {
-    const attngen::rt::DotProductRates rates = attngen::rt::measure_dot_product_rates();
+    const attngen::rt::DotProductRates &rates = attngen::rt::process_dot_product_rates();
     char text[160];
     std::snprintf(
         text, sizeof text,

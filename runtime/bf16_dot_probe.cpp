@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <mutex>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -98,14 +97,14 @@ DotProductRates measure_dot_product_rates() {
     return rates;
 }
 
+const DotProductRates &process_dot_product_rates() {
+    static const DotProductRates rates = measure_dot_product_rates();
+    return rates;
+}
+
 bool bf16_dot_product_pays() {
-    static std::once_flag once;
-    static bool pays = false;
-    std::call_once(once, [] {
-        const DotProductRates rates = measure_dot_product_rates();
-        pays = rates.bf16_dot > 0 && rates.bf16_dot >= kMinDotGain * rates.fp32_fma;
-    });
-    return pays;
+    const DotProductRates &rates = process_dot_product_rates();
+    return rates.bf16_dot > 0 && rates.bf16_dot >= kMinDotGain * rates.fp32_fma;
 }
 
 }  // namespace attngen::rt

@@ -15,8 +15,12 @@ struct DotProductRates {
 // each kept.
 DotProductRates measure_dot_product_rates();
 
-// Whether the bfloat16 kernels' AVX512-BF16 variant pays on this CPU: measured once per
-// process (the first call measures), so every kernel of the process makes the same choice.
+// The rates of the process's one measurement (the first call measures): what
+// bf16_dot_product_pays decides from.
+const DotProductRates &process_dot_product_rates();
+
+// Whether the bfloat16 kernels' AVX512-BF16 variant pays on this CPU, from
+// process_dot_product_rates, so every kernel of the process makes the same choice.
 // Where vdpbf16ps does two multiply-adds per float32 lane in an FMA's time (AMD Zen 4: 461
 // against 232 GFLOP/s), it does. Where it issues at a quarter of the FMA's rate, half the
 // multiply-adds (an Intel Xeon of family 6, model 207: 162-168 against 322-336 GFLOP/s on 2 cores,
