@@ -559,6 +559,36 @@ DirectPath cpu_direct_path(const Target &target, const CpuScheduleKnobs &request
     return DirectPath{kSplitReductionMaxRows, kDirectMaxInFeatures};
 }
 
+namespace {
+
+// A copy of bfloat16 weights widened to float32 (ProjectionStage::weights_f32), (o, e, pair):
+// the outputs vectorized, both features of a pair at once. Without vdpbf16ps, the direct path
+// widens one panel per task for all of the task's row tiles, and the blocked path one block of
+// the panel for all of its tiles of rows. Widened in each tile instead, every pair of weight
+// vectors took a shift and a mask beside the tile's FMAs (on Intel cores 512-bit integer
+// operations issue on the FMA ports), and AVX2's tiles, narrower than a panel, widened each
+// block once per tile column too. Intel Xeon model 207 (whose vdpbf16ps does half the FMA's
+// multiply-adds, so the probe takes the variant without it), 2 threads, scripts/ab_runs.py,
+// medians of per-round ratios (float32 controls in the same rounds 0.85-1.09x: a noisy host):
+// - direct path (AVX-512), 5 rounds: mha_forward_bf16/bert-128 1.12x, bert-512 1.01x (1.00-1.04),
+//   bert-512-b8 1.00x, gpt2-causal 1.01x. Halide's profiler, bert-512: each projection's
+//   register tiles take float32's time (2.3-3.5 ms a call against 2.8-3.6), plus 0.28 ms
+//   widening.
+// - blocked path, 3 rounds: ATTNGEN_CPU_DISPATCH=avx2 mha_forward_bf16/bert-128 1.61x, bert-512
+//   1.24x, gpt2-causal 1.33x; AVX-512 decode_bf16/llama3-8b-prefill (4096 input features)
+//   1.26x. Decoding's few-row projections keep it inline (level in 5 rounds).
+Func stage_widened_weights(Func staged, int vec) {
+    const std::vector<Var> w = staged.args();
+    // Whole panels (the weights are padded to them): the output projection's result is bounded
+    // to its features, and a vector shifted inwards from fewer than 16 read the panel before.
+    return staged.align_bounds(w[0], kWeightPadding)
+        .bound_extent(w[1], kWeightPairs)
+        .vectorize(w[0], vec)
+        .unroll(w[1]);
+}
+
+}  // namespace
+
 void schedule_projection_cpu(ProjectionStage &p, const Target &target,
                              const CpuScheduleKnobs &requested, ProjectionRows rows,
                              const Expr &output_features) {
@@ -690,6 +720,9 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
                      : TileReduction(std::vector<RVar>{p.r.x, p.r.y}, std::nullopt, target);
         order_tile_update(p.acc_direct.update().split(p.o, dv, dl, vec), dl, dv, p.n,
                           direct_reduction);
+        if (p.weights_f32.defined()) {
+            stage_widened_weights(p.weights_f32.in(p.acc_direct), vec).compute_at(p.result, oo);
+        }
     }
 
     // The register tile: tile_o / vec vectors by tile_l rows of accumulators, with the
@@ -755,6 +788,9 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
         .vectorize(ol)
         .unroll(ov)
         .unroll(nl);
+    if (p.weights_f32.defined()) {
+        stage_widened_weights(p.weights_f32.in(tile_sums), vec).compute_at(p.acc, yo);
+    }
     tile_sums.compute_at(p.acc, oc)
         .bound_extent(p.o, tile_o)
         .bound_extent(p.n, tile_l)

@@ -89,7 +89,14 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
             const RDom pad(p.in_features, p.in_features % 2, name + "_pad");
             p.operand(pad, m) = rounded(0.0f);
         }
-        product = cast<float>(p.operand(2 * p.r.y + p.r.x, row)) * weight(2 * o + p.r.x, p.r.y);
+        if (float_operand) {
+            Var e("e"), y("y");
+            p.weights_f32 = Func(name + "_weights_f32");
+            p.weights_f32(o, e, y) = weight(2 * o + e, y);
+            product = p.operand(2 * p.r.y + p.r.x, row) * p.weights_f32(o, p.r.x, p.r.y);
+        } else {
+            product = cast<float>(p.operand(2 * p.r.y + p.r.x, row)) * weight(2 * o + p.r.x, p.r.y);
+        }
     } else {
         p.r = RDom(0, group_size, 0, groups, name + "_r");
         Func operand = x;

@@ -54,6 +54,11 @@ struct ProjectionStage {
     // whole reduction (no buffer of partial sums to copy to the result).
     Halide::Func acc_direct;
     Halide::Expr direct;  // undefined without the path
+    // With bfloat16 weights in pairs and float_operand: the weights widened to float32 as
+    // (o, e, pair), o innermost, which the products read. Inline, each weight is widened where
+    // a register tile reads it; a schedule may stage it (Func::in), so that the tiles load
+    // float32 as a float32 projection's do.
+    Halide::Func weights_f32;
 };
 
 // x(d, g, n) is read at rows clamp(n, 0, rows - 1) so that a schedule may compute whole

@@ -278,24 +278,48 @@ TEST(MaskedLogits, BottomRightCausalEndsAtEachItemsOwnLength) {
 
 // The projection as the kernels compute it, sizes from its buffers, compiled once per target.
 struct ProjectionPipeline {
-    ImageParam x{Float(32), 2, "x"}, w_t{Float(32), 2, "w_t"}, bias{Float(32), 1, "bias"};
+    ImageParam x{Float(32), 2, "x"}, w_t, bias{Float(32), 1, "bias"};
+    // The result's feature count, which a pipeline's output passes to the schedule (its bound)
+    // in the bfloat16 pipeline; the float32 one computes whole panels.
+    Param<int> out_features{"out_features"};
     Func result;
+    attngen::ProjectionStage stage;
 
     // group_size > 0 reads the input features as groups of that many (as the output projection
     // reads heads); the feature counts checked are then multiples of it.
     explicit ProjectionPipeline(const Target &target,
                                 attngen::ProjectionRows rows = attngen::ProjectionRows::Many,
-                                const attngen::CpuScheduleKnobs &knobs = {}, int group_size = 0) {
+                                const attngen::CpuScheduleKnobs &knobs = {}, int group_size = 0)
+        : ProjectionPipeline(target, rows, knobs, group_size, Float(32), {}) {}
+
+    // Bfloat16 weights in pairs (layout.h), with the operand as float32 and the direct path
+    // where the target's tiles allow it, as the generators give a CPU without a bfloat16 dot
+    // product.
+    static ProjectionPipeline bfloat16_float_operand(const Target &target,
+                                                     const attngen::CpuScheduleKnobs &knobs) {
+        return ProjectionPipeline(target, attngen::ProjectionRows::Many, knobs, 0, BFloat(16),
+                                  attngen::cpu_direct_path(target, knobs));
+    }
+
+    bool bfloat16() const { return w_t.type() == BFloat(16); }
+
+  private:
+    ProjectionPipeline(const Target &target, attngen::ProjectionRows rows,
+                       const attngen::CpuScheduleKnobs &knobs, int group_size, const Type &storage,
+                       const attngen::DirectPath &direct)
+        : w_t(storage, 2, "w_t") {
         Var d("d"), g("g"), n("n");
         Func x_rows("x_rows");
         const Expr in = x.dim(0).extent();
         const Expr size = group_size > 0 ? Expr(group_size) : in;
         x_rows(d, g, n) = x(g * size + d, n);
-        attngen::ProjectionStage p =
+        const bool half = storage != Float(32);
+        stage =
             attngen::define_projection("proj", x_rows, size, in / size, x.dim(1).extent(),
-                                       bias.dim(0).extent(), w_t, bias, Float(32));
-        attngen::schedule_projection_cpu(p, target, knobs, rows);
-        result = p.result;
+                                       bias.dim(0).extent(), w_t, bias, storage, {}, direct, half);
+        attngen::schedule_projection_cpu(stage, target, knobs, rows,
+                                         half ? Expr(out_features) : Expr());
+        result = stage.result;
         result.compile_jit(target);
     }
 };
@@ -304,22 +328,33 @@ void check_projection(ProjectionPipeline &pipeline, int rows, int in_features, i
     SCOPED_TRACE("rows " + std::to_string(rows) + " in " + std::to_string(in_features) + " out " +
                  std::to_string(out_features));
     const int padded_out = attngen::round_up(out_features, attngen::kWeightPadding);
-    Buffer<float> x(in_features, rows), w_t(padded_out, in_features), bias(padded_out);
+    Buffer<float> x(in_features, rows), bias(padded_out);
+    // float32 weights as (output, feature); bfloat16 ones in pairs of features (layout.h):
+    // (2 output + feature % 2, feature / 2), the odd count's last pair completed with 0.
+    Buffer<float> w_t(padded_out, in_features);
+    Buffer<bfloat16_t> w_pairs(2 * padded_out, (in_features + 1) / 2);
     std::vector<float> w_rows(size_t(out_features) * in_features);  // [out, in], for the reference
     for (int n = 0; n < rows; ++n)
         for (int f = 0; f < in_features; ++f) x(f, n) = float((n * 31 + f * 17) % 13 - 6) / 8;
     w_t.fill(0.0f);
+    w_pairs.fill(bfloat16_t(0.0f));
     bias.fill(0.0f);
     for (int o = 0; o < out_features; ++o) {
         bias(o) = float(o % 5) - 2;
         for (int f = 0; f < in_features; ++f) {
             const float v = float((o * 7 + f * 3) % 11 - 5) / 16;
             w_t(o, f) = v;
+            w_pairs(2 * o + f % 2, f / 2) = bfloat16_t(v);
             w_rows[size_t(o) * in_features + f] = v;
         }
     }
     pipeline.x.set(x);
-    pipeline.w_t.set(w_t);
+    pipeline.out_features.set(out_features);
+    if (pipeline.bfloat16()) {
+        pipeline.w_t.set(w_pairs);
+    } else {
+        pipeline.w_t.set(w_t);
+    }
     pipeline.bias.set(bias);
     Buffer<float> got = pipeline.result.realize({out_features, rows});
 
@@ -333,7 +368,8 @@ void check_projection(ProjectionPipeline &pipeline, int rows, int in_features, i
     for (int r = 0; r < rows; ++r) {
         for (int o = 0; o < out_features; ++o) {
             // Inputs are multiples of 1/128 with small sums: every product and partial sum is
-            // exact in float, so any order of addition gives the reference exactly.
+            // exact in float (and every input and weight in bfloat16), so any order of addition
+            // gives the reference exactly.
             ASSERT_EQ(double(got(o, r)), want[size_t(r) * out_features + o])
                 << "row " << r << " feature " << o;
         }
@@ -414,6 +450,53 @@ TEST(Projection, TallRowBlocksForManyOutputPanels) {
             check_projection(pipeline, rows, 24000, 8 * group_features + 1);
         }
     }
+}
+
+// Bfloat16 weights on a CPU without a bfloat16 dot product (float_operand) are read through a
+// copy widened to float32 (ProjectionStage::weights_f32): per panel of a task on the direct path
+// (AVX-512: a register tile as wide as a panel), per block of the reduction on the blocked path
+// (AVX2: blocks of 16 pairs here, so that small inputs cross several). Rows on either side of
+// a tile and of a task, feature counts odd (the last pair's second half 0) and even, around a
+// block, outputs within one panel and past it.
+TEST(Projection, BFloat16WeightsWidenedOnceForManyRegisterTiles) {
+    const Target host = get_host_target();
+    struct Case {
+        const char *target;
+        Target::Feature needs;
+        bool direct;
+    };
+    int checked = 0;
+    for (const Case &c : {Case{"x86-64-linux-avx512_skylake", Target::AVX512_Skylake, true},
+                          Case{"x86-64-linux-avx2-fma-f16c", Target::AVX2, false}}) {
+        if (host.arch != Target::X86 || !host.has_feature(c.needs)) continue;
+        const Target t(c.target);
+        SCOPED_TRACE(t.to_string());
+        ASSERT_FALSE(attngen::has_bfloat16_dot_product(t));
+        // AVX-512 tiles of 4 vectors (a panel) by 4 rows, as the checked-in knobs have them.
+        attngen::CpuScheduleKnobs knobs;
+        knobs.gemm_vectors = 4, knobs.gemm_rows = 4;
+        if (!c.direct) knobs.gemm_k_block = 16;
+        ProjectionPipeline pipeline = ProjectionPipeline::bfloat16_float_operand(t, knobs);
+        ASSERT_EQ(pipeline.stage.acc_direct.defined(), c.direct);
+        ASSERT_TRUE(pipeline.stage.weights_f32.defined());
+        const attngen::CpuScheduleKnobs k = attngen::resolve_cpu_knobs(knobs, t);
+        const int tile_rows = k.gemm_rows, task_rows = k.gemm_rows * k.gemm_row_tiles;
+        for (int rows : {9, 2 * tile_rows + 1, task_rows - 1, task_rows + 1}) {
+            for (int in : {1, 13, 31, 32, 33, 67}) {
+                for (int out : {1, 63, 65, 130}) check_projection(pipeline, rows, in, out);
+            }
+        }
+        ++checked;
+    }
+    if (checked == 0) GTEST_SKIP() << "neither AVX-512 nor AVX2 on this CPU";
+    // With the dot product, the pairs go to vdpbf16ps as they are: nothing widened.
+    Var d("d"), g("g"), n("n");
+    Func x_rows("x_rows");
+    ImageParam x(Float(32), 2, "x"), w_t(BFloat(16), 2, "w_t"), bias(Float(32), 1, "bias");
+    x_rows(d, g, n) = x(d, n);
+    const attngen::ProjectionStage dot = attngen::define_projection(
+        "dot", x_rows, 64, 1, 9, 64, w_t, bias, BFloat(16), {}, {}, false);
+    EXPECT_FALSE(dot.weights_f32.defined());
 }
 
 // The bfloat16 operand of grouped inputs (the output projection's, over heads) is written group
