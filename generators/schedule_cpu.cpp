@@ -567,24 +567,29 @@ namespace {
 // the panel for all of its tiles of rows. Widened in each tile instead, every pair of weight
 // vectors took a shift and a mask beside the tile's FMAs (on Intel cores 512-bit integer
 // operations issue on the FMA ports), and AVX2's tiles, narrower than a panel, widened each
-// block once per tile column too. Intel Xeon model 207 (whose vdpbf16ps does half the FMA's
-// multiply-adds, so the probe takes the variant without it), 2 threads, scripts/ab_runs.py,
-// medians of per-round ratios (float32 controls in the same rounds 0.85-1.09x: a noisy host):
-// - direct path (AVX-512), 5 rounds: mha_forward_bf16/bert-128 1.12x, bert-512 1.01x (1.00-1.04),
-//   bert-512-b8 1.00x, gpt2-causal 1.01x. Halide's profiler, bert-512: each projection's
-//   register tiles take float32's time (2.3-3.5 ms a call against 2.8-3.6), plus 0.28 ms
-//   widening.
-// - blocked path, 3 rounds: ATTNGEN_CPU_DISPATCH=avx2 mha_forward_bf16/bert-128 1.61x, bert-512
-//   1.24x, gpt2-causal 1.33x; AVX-512 decode_bf16/llama3-8b-prefill (4096 input features)
-//   1.26x. Decoding's few-row projections keep it inline (level in 5 rounds).
+// block once per tile column too. Intel Xeon model 207 (whose vdpbf16ps runs at half the FMA's
+// rate of multiply-adds, so the probe takes the variant without it), 2 threads,
+// scripts/ab_runs.py, medians of per-round ratios (bench/runs/bf16-widened-intel):
+// - blocked path, ATTNGEN_CPU_DISPATCH=avx2, 3 rounds, two runs: mha_forward_bf16/bert-128
+//   1.61x and 1.29x, bert-512 1.24x and 1.31x, gpt2-causal 1.33x and 1.33x (float32 controls
+//   0.95x and 0.98x). AVX-512, decode_bf16/llama3-8b-prefill (4096 input features): 1.26x in
+//   one run, 0.98x in another; not resolved from this host's noise.
+// - direct path (AVX-512), 5 rounds: mha_forward_bf16/bert-128 1.12x, bert-512 1.01x,
+//   bert-512-b8 1.00x, gpt2-causal 1.01x, within the float32 controls' noise (0.87-1.23x).
+//   Halide's profiler, bert-512: each projection's register tiles take float32's time (2.3-3.5
+//   ms a call against 2.8-3.6), plus 0.28 ms widening.
+// Decoding's few-row projections keep the widening inline (their stmt unchanged). AVX2's
+// staged block is 64 pairs of float32, 32 KiB: all of L1 on a Zen 4, where this was not
+// measured (the float32 block it replaced was 16 KiB).
 Func stage_widened_weights(Func staged, int vec) {
-    const std::vector<Var> w = staged.args();
-    // Whole panels (the weights are padded to them): the output projection's result is bounded
-    // to its features, and a vector shifted inwards from fewer than 16 read the panel before.
-    return staged.align_bounds(w[0], kWeightPadding)
-        .bound_extent(w[1], kWeightPairs)
-        .vectorize(w[0], vec)
-        .unroll(w[1]);
+    const std::vector<Var> args = staged.args();
+    // Guarded: the output projection's result is bounded to its features, and a vector shifted
+    // inwards from fewer than a vector of them read the panel before (panel -1). Regions aligned to
+    // whole panels instead (align_bounds) made the bounds inferred for the weights twice the
+    // panels at bert-512 (the call refused: "wo_t is accessed at 22").
+    return staged.bound_extent(args[1], kWeightPairs)
+        .vectorize(args[0], vec, TailStrategy::GuardWithIf)
+        .unroll(args[1]);
 }
 
 }  // namespace
@@ -768,6 +773,8 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
         // A tile narrower than a panel takes blocks of the same bytes as float32 (twice the
         // features), the panel's 16 KiB kept in L1 (mha_forward_bf16, AVX2 variant, Zen 4,
         // against blocks of gemm_k_block features: 1.03-1.04x at bert-512 and gpt2-causal).
+        // That was before the blocks were staged as float32 (stage_widened_weights): staged,
+        // such a block is 32 KiB, not measured on a Zen.
         const int pairs = tile_spans_panel(knobs.gemm_vectors, target)
                               ? std::max(1, block / kWeightPairs)
                               : block;

@@ -90,9 +90,9 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
             p.operand(pad, m) = rounded(0.0f);
         }
         if (float_operand) {
-            Var e("e"), y("y");
+            Var e("e"), pair("pair");
             p.weights_f32 = Func(name + "_weights_f32");
-            p.weights_f32(o, e, y) = weight(2 * o + e, y);
+            p.weights_f32(o, e, pair) = weight(2 * o + e, pair);
             product = p.operand(2 * p.r.y + p.r.x, row) * p.weights_f32(o, p.r.x, p.r.y);
         } else {
             product = cast<float>(p.operand(2 * p.r.y + p.r.x, row)) * weight(2 * o + p.r.x, p.r.y);

@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -313,12 +315,12 @@ struct ProjectionPipeline {
         const Expr in = x.dim(0).extent();
         const Expr size = group_size > 0 ? Expr(group_size) : in;
         x_rows(d, g, n) = x(g * size + d, n);
-        const bool half = storage != Float(32);
-        stage =
-            attngen::define_projection("proj", x_rows, size, in / size, x.dim(1).extent(),
-                                       bias.dim(0).extent(), w_t, bias, storage, {}, direct, half);
+        const bool float_operand = storage != Float(32);
+        stage = attngen::define_projection("proj", x_rows, size, in / size, x.dim(1).extent(),
+                                           bias.dim(0).extent(), w_t, bias, storage, {}, direct,
+                                           float_operand);
         attngen::schedule_projection_cpu(stage, target, knobs, rows,
-                                         half ? Expr(out_features) : Expr());
+                                         float_operand ? Expr(out_features) : Expr());
         result = stage.result;
         result.compile_jit(target);
     }
@@ -459,6 +461,16 @@ TEST(Projection, TallRowBlocksForManyOutputPanels) {
 // a tile and of a task, feature counts odd (the last pair's second half 0) and even, around a
 // block, outputs within one panel and past it.
 TEST(Projection, BFloat16WeightsWidenedOnceForManyRegisterTiles) {
+    // With the dot product, the pairs go to vdpbf16ps as they are: nothing widened.
+    {
+        Var d("d"), g("g"), n("n");
+        Func x_rows("x_rows");
+        ImageParam x(Float(32), 2, "x"), w_t(BFloat(16), 2, "w_t"), bias(Float(32), 1, "bias");
+        x_rows(d, g, n) = x(d, n);
+        const attngen::ProjectionStage dot = attngen::define_projection(
+            "dot", x_rows, 64, 1, 9, 64, w_t, bias, BFloat(16), {}, {}, false);
+        EXPECT_FALSE(dot.weights_f32.defined());
+    }
     const Target host = get_host_target();
     struct Case {
         const char *target;
@@ -472,31 +484,45 @@ TEST(Projection, BFloat16WeightsWidenedOnceForManyRegisterTiles) {
         const Target t(c.target);
         SCOPED_TRACE(t.to_string());
         ASSERT_FALSE(attngen::has_bfloat16_dot_product(t));
-        // AVX-512 tiles of 4 vectors (a panel) by 4 rows, as the checked-in knobs have them.
+        // Tiles of 4 vectors by 4 rows, as the checked-in knobs have them: a panel on AVX-512;
+        // AVX2 takes its derived tile instead (resolve_cpu_knobs: 16 registers).
         attngen::CpuScheduleKnobs knobs;
         knobs.gemm_vectors = 4, knobs.gemm_rows = 4;
         if (!c.direct) knobs.gemm_k_block = 16;
         ProjectionPipeline pipeline = ProjectionPipeline::bfloat16_float_operand(t, knobs);
         ASSERT_EQ(pipeline.stage.acc_direct.defined(), c.direct);
         ASSERT_TRUE(pipeline.stage.weights_f32.defined());
+        // The staged copy is a buffer of its own in the lowered pipeline (Func::in's wrapper),
+        // for the direct path's tiles or the blocked path's (the rfactor of acc).
+        const std::string stmt_path = ::testing::TempDir() + "attngen_bf16_projection.stmt";
+        pipeline.result.compile_to_lowered_stmt(stmt_path, pipeline.result.infer_arguments(),
+                                                Halide::Text, t);
+        std::ifstream stmt_file(stmt_path);
+        const std::string stmt((std::istreambuf_iterator<char>(stmt_file)),
+                               std::istreambuf_iterator<char>());
+        // Names as "allocate proj_weights_f32$1_in_proj_acc$1_intm$0".
+        bool staged = false;
+        for (size_t at = stmt.find("allocate proj_weights_f32"); at != std::string::npos;
+             at = stmt.find("allocate proj_weights_f32", at + 1)) {
+            const std::string line = stmt.substr(at, stmt.find('\n', at) - at);
+            staged |= line.find(c.direct ? "_acc_direct" : "_intm") != std::string::npos;
+        }
+        EXPECT_TRUE(staged) << "no staged copy of the widened weights";
         const attngen::CpuScheduleKnobs k = attngen::resolve_cpu_knobs(knobs, t);
         const int tile_rows = k.gemm_rows, task_rows = k.gemm_rows * k.gemm_row_tiles;
-        for (int rows : {9, 2 * tile_rows + 1, task_rows - 1, task_rows + 1}) {
+        // 5 rows: the blocked path, on AVX-512 too (the direct path takes more than 8).
+        for (int rows : {5, 9, 2 * tile_rows + 3, task_rows - 1, task_rows + 1}) {
             for (int in : {1, 13, 31, 32, 33, 67}) {
                 for (int out : {1, 63, 65, 130}) check_projection(pipeline, rows, in, out);
             }
         }
+        // An input larger than the panel tasks take (640 KiB): blocks of rows in parallel,
+        // groups of panels per task, 12 panels as at d_model 768.
+        check_projection(pipeline, 200, 1000, 768);
+        check_projection(pipeline, 200, 1000, 700);
         ++checked;
     }
     if (checked == 0) GTEST_SKIP() << "neither AVX-512 nor AVX2 on this CPU";
-    // With the dot product, the pairs go to vdpbf16ps as they are: nothing widened.
-    Var d("d"), g("g"), n("n");
-    Func x_rows("x_rows");
-    ImageParam x(Float(32), 2, "x"), w_t(BFloat(16), 2, "w_t"), bias(Float(32), 1, "bias");
-    x_rows(d, g, n) = x(d, n);
-    const attngen::ProjectionStage dot = attngen::define_projection(
-        "dot", x_rows, 64, 1, 9, 64, w_t, bias, BFloat(16), {}, {}, false);
-    EXPECT_FALSE(dot.weights_f32.defined());
 }
 
 // The bfloat16 operand of grouped inputs (the output projection's, over heads) is written group
