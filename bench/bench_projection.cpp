@@ -37,6 +37,9 @@ float evict_caches() {
 }
 
 void BM_Projection(benchmark::State &state, Shape s, bool cold) {
+    // On the thread pool the library's entry points install (runtime/spinning_pool.h), as the
+    // kernel runs inside a forward.
+    attngen_install_error_handler();
     const int rows = s.batch * s.q_len, d = s.d_model;
     const auto x = random_vector(size_t(rows) * d, 1.0f, 1);
     const auto w = random_vector(size_t(d) * d, 0.05f, 2);

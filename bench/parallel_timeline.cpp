@@ -1,10 +1,11 @@
 // attngen_parallel_timeline: where a call's time goes, parallel loop by parallel loop. It runs
 // the decoding step of decode_step.h for a named decode shape, or the MHA forward of
-// mha_forward_call.h for a named MHA shape, with Halide's do_par_for wrapped to record when each
-// parallel loop starts and ends, and prints, per loop in the order a call runs them, its task
-// count and the medians of its time and of the gap before it. The gaps are the call's serial
-// work (sums of split reductions, the runtime's checks and copies) and the threads' wake-ups;
-// perf names the loops (their task functions).
+// mha_forward_call.h for a named MHA shape, with the halide_do_par_for hook (attngen's pool,
+// runtime/spinning_pool.h) wrapped to record when each parallel loop starts and ends, and
+// prints, per loop in the order a call runs them, its task count and the medians of its time
+// and of the gap before it. The gaps are the call's serial work (sums of split reductions, the
+// runtime's checks and copies) and the threads' wake-ups; perf names the loops (their task
+// functions).
 //
 //     build/bench/attngen_parallel_timeline gpt2-decode [calls] [bf16]
 //     build/bench/attngen_parallel_timeline bert-512 [calls] [bf16]
@@ -37,10 +38,13 @@ struct Loop {
 std::vector<Loop> loops;
 // A task that starts a parallel loop of its own records it from a worker thread.
 std::mutex loops_mutex;
+// The hook in place before ours: attngen's pool (runtime/spinning_pool.h) unless the
+// application replaced it.
+halide_do_par_for_t pool_do_par_for = halide_default_do_par_for;
 
 int timed_do_par_for(void *user_context, halide_task_t f, int min, int size, uint8_t *closure) {
     const Clock::time_point start = Clock::now();
-    const int result = halide_default_do_par_for(user_context, f, min, size, closure);
+    const int result = pool_do_par_for(user_context, f, min, size, closure);
     const Clock::time_point end = Clock::now();
     const std::lock_guard<std::mutex> lock(loops_mutex);
     loops.push_back({start, end, size});
@@ -95,7 +99,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (int i = 0; i < steps / 10 + 1; ++i) step();  // warm caches and threads
-    halide_set_custom_do_par_for(timed_do_par_for);
+    pool_do_par_for = halide_set_custom_do_par_for(timed_do_par_for);
     std::vector<Clock::time_point> begins;
     for (int i = 0; i < steps; ++i) {
         begins.push_back(Clock::now());
@@ -105,7 +109,7 @@ int main(int argc, char **argv) {
         }
     }
     begins.push_back(Clock::now());
-    halide_set_custom_do_par_for(halide_default_do_par_for);
+    halide_set_custom_do_par_for(pool_do_par_for);
     if (loops.size() % steps != 0) {
         std::fprintf(stderr, "%zu parallel loops in %d calls: not the same loops every call\n",
                      loops.size(), steps);

@@ -3,6 +3,7 @@
 #include "block_cache.h"
 #include "cpu_dispatch.h"
 #include "gpu_context_hooks.h"
+#include "spinning_pool.h"
 
 #include <HalideRuntime.h>
 
@@ -104,6 +105,7 @@ void install_halide_runtime_hooks() {
         halide_set_error_handler(report_halide_error);
         install_cpu_dispatch_policy();
         install_block_cache();
+        install_spinning_pool();
 #ifdef ATTNGEN_HAVE_CUDA
         install_cuda_context_hooks();
 #endif

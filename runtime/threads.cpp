@@ -1,6 +1,6 @@
 // The size of the thread pool the kernels run on. Every kernel links the one Halide runtime of
-// this library (add_halide_runtime in generators/), whose thread pool is process-wide, so one
-// setting serves every handle and entry point.
+// this library (add_halide_runtime in generators/), and its parallel loops run on one
+// process-wide pool (spinning_pool.h), so one setting serves every handle and entry point.
 #include <attngen/attngen.h>
 
 #include <HalideRuntime.h>
@@ -14,8 +14,9 @@ using namespace attngen::rt;
 
 namespace {
 
-// Halide's pool never runs more threads than this (MAX_THREADS of its POSIX runtime); it would
-// silently cap a larger request, which we refuse instead.
+// The number is kept by the Halide runtime (halide_set_num_threads), which silently caps it at
+// this (MAX_THREADS of its POSIX runtime); we refuse more instead. The pool the kernels run on
+// (spinning_pool.h) reads it for every parallel loop.
 constexpr int32_t kMaxThreads = 256;
 
 // Orders our set and get calls, so that get's resolving of the default below cannot undo a

@@ -286,21 +286,24 @@ ATTNGEN_API attngen_status attngen_linear(int32_t rows, int32_t in_features, int
  * attngen's hooks into it, as every attngen entry point does itself: the error handler, so
  * that a failure in one (a wrong fixed size, a bad buffer) returns its Halide error code with
  * the message in attngen_last_error(), where Halide by default would print it and abort; the
- * CPU dispatch policy (ATTNGEN_CPU_DISPATCH); and attngen's block cache as Halide's allocator
- * (unless another was installed first). attngen/specialized.hpp calls it. Idempotent. */
+ * CPU dispatch policy (ATTNGEN_CPU_DISPATCH); attngen's block cache as Halide's allocator and
+ * its thread pool as Halide's halide_do_par_for (each unless another was installed first).
+ * attngen/specialized.hpp calls it. Idempotent. */
 ATTNGEN_API void attngen_install_error_handler(void);
 
 /* Library version, "MAJOR.MINOR.PATCH". */
 ATTNGEN_API const char *attngen_version(void);
 
 /* Threads. Every kernel of every handle and entry point runs on one process-wide thread pool
- * (the Halide runtime linked into attngen). attngen_set_num_threads(n) sets how many threads one
- * call may use: n >= 1 (at most 256, the pool's limit), or 0 for the default, which is the
- * environment variable HL_NUM_THREADS when it is set (Halide reads it when the pool first starts
- * and whenever 0 is set) and the number of cores otherwise. Calls that start afterwards, on any
- * thread, use the new number; n = 1 runs each call serially. Results are bit-identical whatever
- * the number. An n outside 0..256 gives ATTNGEN_ERROR_INVALID_ARGUMENT and changes nothing.
- * attngen_get_num_threads() returns the number in effect (the default resolved, never 0). */
+ * (runtime/spinning_pool.h, on the Halide runtime linked into attngen; after a parallel loop its
+ * idle workers poll for the next one for ATTNGEN_POOL_SPIN_US microseconds, 200 by default,
+ * before they sleep). attngen_set_num_threads(n) sets how many threads one call may use: n >= 1
+ * (at most 256), or 0 for the default, which is the environment variable HL_NUM_THREADS when it
+ * is set (read when the pool first starts and whenever 0 is set) and the number of cores
+ * otherwise. Calls that start afterwards, on any thread, use the new number; n = 1 runs each
+ * call serially. Results are bit-identical whatever the number. An n outside 0..256 gives
+ * ATTNGEN_ERROR_INVALID_ARGUMENT and changes nothing. attngen_get_num_threads() returns the
+ * number in effect (the default resolved, never 0). */
 ATTNGEN_API attngen_status attngen_set_num_threads(int32_t n);
 ATTNGEN_API int32_t attngen_get_num_threads(void);
 

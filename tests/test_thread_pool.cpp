@@ -1,0 +1,197 @@
+// The pool the kernels' parallel loops run on (runtime/spinning_pool.h): every task once, the
+// calling thread and a worker both working, a failed task's code returned with the tasks after
+// it skipped, loops nested in tasks and loops from many application threads at once, and the
+// hook in place after any entry point unless the application installed its own.
+#include "spinning_pool.h"
+
+#include <attngen/attngen.h>
+#include <gtest/gtest.h>
+
+#include <HalideRuntime.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace attngen_test {
+namespace {
+
+using attngen::rt::spinning_do_par_for;
+
+// Sets the pool's size for one test and restores the default after it.
+class PoolSize {
+  public:
+    explicit PoolSize(int32_t n) { EXPECT_EQ(attngen_set_num_threads(n), ATTNGEN_OK); }
+    ~PoolSize() { attngen_set_num_threads(0); }
+};
+
+struct Counts {
+    int min;
+    std::unique_ptr<std::atomic<int>[]> runs;
+    explicit Counts(int min_, int size) : min(min_), runs(new std::atomic<int>[size]) {
+        for (int i = 0; i < size; ++i) runs[i] = 0;
+    }
+};
+
+int count_task(void *, int index, uint8_t *closure) {
+    Counts &c = *reinterpret_cast<Counts *>(closure);
+    c.runs[index - c.min].fetch_add(1);
+    return 0;
+}
+
+TEST(ThreadPool, RunsEveryTaskExactlyOnce) {
+    for (int threads : {1, 2, 3}) {
+        PoolSize pool(threads);
+        for (int min : {0, -5, 100}) {
+            for (int size : {0, 1, 2, 3, 7, 64, 1000}) {
+                Counts counts(min, size);
+                ASSERT_EQ(spinning_do_par_for(nullptr, count_task, min, size,
+                                              reinterpret_cast<uint8_t *>(&counts)),
+                          0);
+                for (int i = 0; i < size; ++i) {
+                    ASSERT_EQ(counts.runs[i].load(), 1)
+                        << "task " << min + i << " of " << size << ", " << threads << " threads";
+                }
+            }
+        }
+    }
+}
+
+// Two tasks that each wait (up to 10 s) until both have started: a pool that ran them one
+// after the other on one thread would time out.
+struct Rendezvous {
+    std::atomic<int> started{0};
+    std::atomic<bool> timed_out{false};
+    std::thread::id ids[2];
+};
+
+int rendezvous_task(void *, int index, uint8_t *closure) {
+    Rendezvous &r = *reinterpret_cast<Rendezvous *>(closure);
+    r.ids[index] = std::this_thread::get_id();
+    r.started.fetch_add(1);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (r.started.load() < 2) {
+        if (std::chrono::steady_clock::now() > give_up) {
+            r.timed_out = true;
+            break;
+        }
+        std::this_thread::yield();
+    }
+    return 0;
+}
+
+TEST(ThreadPool, TwoThreadsRunTwoTasksAtOnce) {
+    PoolSize pool(2);
+    for (int round = 0; round < 20; ++round) {
+        Rendezvous r;
+        ASSERT_EQ(
+            spinning_do_par_for(nullptr, rendezvous_task, 0, 2, reinterpret_cast<uint8_t *>(&r)),
+            0);
+        ASSERT_FALSE(r.timed_out) << "round " << round << ": the tasks did not overlap";
+        EXPECT_NE(r.ids[0], r.ids[1]);
+    }
+}
+
+int record_thread_task(void *, int index, uint8_t *closure) {
+    reinterpret_cast<std::thread::id *>(closure)[index] = std::this_thread::get_id();
+    return 0;
+}
+
+TEST(ThreadPool, OneThreadRunsEveryTaskOnTheCaller) {
+    PoolSize pool(1);
+    std::vector<std::thread::id> ids(50);
+    ASSERT_EQ(spinning_do_par_for(nullptr, record_thread_task, 0, 50,
+                                  reinterpret_cast<uint8_t *>(ids.data())),
+              0);
+    for (const std::thread::id &id : ids) EXPECT_EQ(id, std::this_thread::get_id());
+}
+
+// Task 0 fails at once; every other task takes a millisecond, so that the failure is seen
+// while nearly all of them are still unclaimed.
+struct Failing {
+    std::atomic<int> ran{0};
+};
+
+int failing_task(void *, int index, uint8_t *closure) {
+    Failing &f = *reinterpret_cast<Failing *>(closure);
+    f.ran.fetch_add(1);
+    if (index == 0) return -7;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return 0;
+}
+
+TEST(ThreadPool, FailedTaskReturnsItsCodeAndTheTasksNotStartedAreSkipped) {
+    for (int threads : {1, 2, 4}) {
+        PoolSize pool(threads);
+        Failing f;
+        EXPECT_EQ(
+            spinning_do_par_for(nullptr, failing_task, 0, 1000, reinterpret_cast<uint8_t *>(&f)),
+            -7)
+            << threads << " threads";
+        // Each thread may have claimed a task or two before task 0 failed; not the 1000.
+        EXPECT_LE(f.ran.load(), 2 * threads) << threads << " threads";
+    }
+}
+
+struct Nested {
+    std::atomic<int> inner_runs{0};
+};
+
+int inner_task(void *, int, uint8_t *closure) {
+    reinterpret_cast<Nested *>(closure)->inner_runs.fetch_add(1);
+    return 0;
+}
+
+int outer_task(void *user_context, int, uint8_t *closure) {
+    return halide_do_par_for(user_context, inner_task, 0, 16, closure);
+}
+
+TEST(ThreadPool, LoopsStartedInsideTasksComplete) {
+    attngen_install_error_handler();
+    PoolSize pool(2);
+    Nested n;
+    ASSERT_EQ(halide_do_par_for(nullptr, outer_task, 0, 8, reinterpret_cast<uint8_t *>(&n)), 0);
+    EXPECT_EQ(n.inner_runs.load(), 8 * 16);
+}
+
+TEST(ThreadPool, LoopsFromManyApplicationThreadsAtOnce) {
+    PoolSize pool(2);
+    constexpr int kThreads = 8, kLoops = 200, kTasks = 37;
+    std::atomic<int> wrong{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            for (int loop = 0; loop < kLoops; ++loop) {
+                Counts counts(t, kTasks);
+                if (spinning_do_par_for(nullptr, count_task, t, kTasks,
+                                        reinterpret_cast<uint8_t *>(&counts)) != 0) {
+                    wrong.fetch_add(1);
+                }
+                for (int i = 0; i < kTasks; ++i) {
+                    if (counts.runs[i].load() != 1) wrong.fetch_add(1);
+                }
+            }
+        });
+    }
+    for (std::thread &th : threads) th.join();
+    EXPECT_EQ(wrong.load(), 0);
+}
+
+int application_do_par_for(void *user_context, halide_task_t f, int min, int size,
+                           uint8_t *closure) {
+    return halide_default_do_par_for(user_context, f, min, size, closure);
+}
+
+TEST(ThreadPool, InstalledByTheEntryPointsUnlessTheApplicationHasItsOwn) {
+    attngen_install_error_handler();
+    const halide_do_par_for_t installed = halide_set_custom_do_par_for(application_do_par_for);
+    EXPECT_EQ(installed, spinning_do_par_for);
+    attngen::rt::install_spinning_pool();
+    EXPECT_EQ(halide_set_custom_do_par_for(installed), application_do_par_for);
+}
+
+}  // namespace
+}  // namespace attngen_test
