@@ -8,7 +8,12 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <system_error>
 #include <thread>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -19,8 +24,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How long an idle worker polls for the next loop before it sleeps. The gaps between a call's
-// loops are 1-35 us (attngen_parallel_timeline); waking a sleeping worker cost 40-70 us.
+// How long an idle worker polls for the next loop, and a caller for its loop's last tasks,
+// before it sleeps. The gaps between a call's loops are 1-35 us (attngen_parallel_timeline);
+// waking a sleeping worker cost 40-70 us.
 // ATTNGEN_POOL_SPIN_US overrides it (0: sleep at once), up to a second.
 constexpr int64_t kDefaultIdleSpinMicroseconds = 200;
 constexpr int64_t kMaxIdleSpinMicroseconds = 1000000;
@@ -66,16 +72,21 @@ struct Loop {
     alignas(kApart) std::atomic<int> next{0};
     alignas(kApart) std::atomic<int> finished{0};
     std::atomic<int> error{0};
+    // Set by the submitting thread before it sleeps until the tasks are finished.
+    std::atomic<bool> owner_asleep{false};
 
     // Claims and runs tasks until none are left, then counts them finished, once per thread.
-    // After a failure the remaining tasks are claimed and counted but not run.
-    void run_tasks() {
+    // After a failure the remaining tasks are claimed and counted but not run. True when this
+    // thread's count finished the loop.
+    bool run_tasks() {
         int done = 0;
         for (;;) {
             const int i = next.fetch_add(1);
             if (i >= size) break;
             if (error.load(std::memory_order_relaxed) == 0) {
-                const int result = f(user_context, min + i, closure);
+                // Through Halide's halide_do_task, so that an application's do_task hook
+                // (halide_set_custom_do_task) still sees every task.
+                const int result = halide_do_task(user_context, f, min + i, closure);
                 if (result != 0) {
                     int none = 0;
                     error.compare_exchange_strong(none, result);
@@ -83,26 +94,38 @@ struct Loop {
             }
             done++;
         }
-        if (done > 0) finished.fetch_add(done, std::memory_order_release);
+        return done > 0 && finished.fetch_add(done) + done == size;
     }
 };
+
+// Polls `done` for idle_spin() (polls: an unsigned count, which may wrap), and returns whether
+// it came true meanwhile.
+template <typename Done>
+bool spin_until(const Done &done) {
+    const Clock::time_point give_up = Clock::now() + idle_spin();
+    for (uint32_t polls = 0;; polls++) {
+        if (done()) return true;
+        if ((polls & 63) == 63 && Clock::now() >= give_up) return false;
+        cpu_relax();
+    }
+}
 
 class Pool {
   public:
     int run(void *user_context, halide_task_t f, int min, int size, uint8_t *closure) {
-        const int threads = attngen_get_num_threads();
-        if (size <= 1 || threads <= 1 || inside_task)
+        // Halide's count is the one attngen_set_num_threads sets; 0 until the default is
+        // first resolved.
+        int threads = halide_get_num_threads();
+        if (threads <= 0) threads = attngen_get_num_threads();
+        if (size <= 1 || threads <= 1 || inside_task) {
             return serial(user_context, f, min, size, closure);
+        }
         std::unique_lock<std::mutex> submitting(submit_mutex_, std::try_to_lock);
         if (!submitting.owns_lock()) return serial(user_context, f, min, size, closure);
 
-        Loop loop{f, user_context, closure, min, size, std::min(threads, size) - 1};
-        // A new worker waits for the epoch after this one, which is the loop below: epoch_
-        // changes only under submit_mutex_.
-        for (const uint64_t now = epoch_.load(); workers_ < loop.workers; workers_++) {
-            std::thread([this, index = workers_, now] { work(index, now); }).detach();
-        }
+        Loop loop{f, user_context, closure, min, size, start_workers(std::min(threads, size) - 1)};
         current_.store(&loop);
+        wanted_.store(loop.workers);
         epoch_.fetch_add(1);
         if (sleeping_.load() > 0) {
             std::lock_guard<std::mutex> lock(sleep_mutex_);
@@ -110,93 +133,119 @@ class Pool {
         }
 
         inside_task = true;
-        loop.run_tasks();
+        const bool finished_here = loop.run_tasks();
         inside_task = false;
-        wait_until([&] { return loop.finished.load(std::memory_order_acquire) == size; });
+        const auto all_finished = [&] { return loop.finished.load() == size; };
+        if (!finished_here && !spin_until(all_finished)) {
+            // The tasks left may be long: sleep, and the worker that finishes the last one
+            // wakes this thread (see work()).
+            loop.owner_asleep.store(true);
+            std::unique_lock<std::mutex> lock(sleep_mutex_);
+            finished_.wait(lock, all_finished);
+        }
         // No worker may still hold &loop when this returns: a worker counts itself in
         // `visiting_` before it reads current_, so once current_ is cleared and the count is
-        // zero, none has it or can get it.
+        // zero, none has it or can get it. The workers still counted have no task left to run.
         current_.store(nullptr);
-        wait_until([&] { return visiting_.load() == 0; });
+        while (!spin_until([&] { return visiting_.load() == 0; })) std::this_thread::yield();
         return loop.error.load();
+    }
+
+    // After fork(), in the child: none of the workers exist there, and a loop the parent was
+    // running at the time never ends there. The child starts over with a new pool.
+    static void start_over_in_child() { instance_ = new Pool; }
+
+    static Pool &instance() {
+        static std::once_flag once;
+        std::call_once(once, [] {
+            instance_ = new Pool;
+#if defined(__unix__) || defined(__APPLE__)
+            pthread_atfork(nullptr, nullptr, start_over_in_child);
+#endif
+        });
+        return *instance_;
     }
 
   private:
     static int serial(void *user_context, halide_task_t f, int min, int size, uint8_t *closure) {
         for (int i = min; i < min + size; i++) {
-            if (const int result = f(user_context, i, closure)) return result;
+            if (const int result = halide_do_task(user_context, f, i, closure)) return result;
         }
         return 0;
     }
 
-    // Polls `done` for idle_spin(), then yields the core between polls: the tasks left may be
-    // long, and on a machine with more busy threads than cores a worker may wait for this one.
-    template <typename Done>
-    static void wait_until(const Done &done) {
-        const Clock::time_point yield_after = Clock::now() + idle_spin();
-        for (int polls = 0; !done(); polls++) {
-            if ((polls & 63) == 63 && Clock::now() >= yield_after) {
-                std::this_thread::yield();
-            } else {
-                cpu_relax();
+    // Starts workers up to `wanted` (under submit_mutex_) and returns how many there are, fewer
+    // where the system refused a thread: the calling thread runs whatever tasks they leave.
+    int start_workers(int wanted) {
+        // A new worker waits for the epoch after this one, which is the loop about to start:
+        // epoch_ changes only under submit_mutex_.
+        const uint64_t now = epoch_.load();
+        for (; workers_ < wanted; workers_++) {
+            try {
+                std::thread([this, index = workers_, now] { work(index, now); }).detach();
+            } catch (const std::system_error &) {
+                break;
             }
         }
+        return std::min(wanted, workers_);
     }
 
     void work(int index, uint64_t seen) {
         inside_task = true;
         for (;;) {
-            seen = wait_for_loop(seen);
+            seen = wait_for_loop(index, seen);
             visiting_.fetch_add(1);
             Loop *loop = current_.load();
-            if (loop != nullptr && index < loop->workers) loop->run_tasks();
+            if (loop != nullptr && index < loop->workers && loop->run_tasks() &&
+                loop->owner_asleep.load()) {
+                std::lock_guard<std::mutex> lock(sleep_mutex_);
+                finished_.notify_all();
+            }
             visiting_.fetch_sub(1);
         }
     }
 
-    // Polls for an epoch after `seen` for idle_spin(), then sleeps until one comes.
-    uint64_t wait_for_loop(uint64_t seen) {
-        const Clock::time_point give_up = Clock::now() + idle_spin();
-        for (int polls = 0;; polls++) {
-            const uint64_t epoch = epoch_.load();
-            if (epoch != seen) return epoch;
-            if ((polls & 63) == 63 && Clock::now() >= give_up) break;
-            cpu_relax();
-        }
+    // Returns an epoch after `seen`: polled for idle_spin() by a worker the last loop wanted,
+    // else slept for until a loop wants this worker.
+    uint64_t wait_for_loop(int index, uint64_t seen) {
+        const auto wanted = [&] { return index < wanted_.load(); };
+        uint64_t epoch = seen;
+        if (wanted() && spin_until([&] { return (epoch = epoch_.load()) != seen; })) return epoch;
         std::unique_lock<std::mutex> lock(sleep_mutex_);
         sleeping_.fetch_add(1);
-        wake_.wait(lock, [&] { return epoch_.load() != seen; });
+        wake_.wait(lock, [&] { return epoch_.load() != seen && wanted(); });
         sleeping_.fetch_sub(1);
         return epoch_.load();
     }
+
+    static Pool *instance_;
 
     // One loop at a time holds the workers.
     std::mutex submit_mutex_;
     // Workers started (detached), indices 0..workers_-1; guarded by submit_mutex_.
     int workers_ = 0;
     std::atomic<Loop *> current_{nullptr};
-    // Bumped for every loop started. Sequentially consistent, as are sleeping_ and visiting_:
-    // a worker that counted itself asleep before it last read the epoch is seen by a submitter
-    // that bumps the epoch afterwards, which then wakes it under sleep_mutex_.
-    // On a line of its own, which the idle workers poll.
+    // Bumped for every loop started, after wanted_ (the loop's workers) is stored. Sequentially
+    // consistent, as are the other atomics here: a worker that counted itself asleep before it
+    // last read the epoch is seen by a submitter that bumps the epoch afterwards, which then
+    // wakes it under sleep_mutex_. On a line of its own, which the idle workers poll.
     alignas(kApart) std::atomic<uint64_t> epoch_{0};
-    alignas(kApart) std::atomic<int> sleeping_{0};
+    alignas(kApart) std::atomic<int> wanted_{0};
+    std::atomic<int> sleeping_{0};
     std::atomic<int> visiting_{0};
     alignas(kApart) std::mutex sleep_mutex_;
-    std::condition_variable wake_;
+    // Workers wait on wake_ for a loop; the submitting thread on finished_ for its tasks.
+    std::condition_variable wake_, finished_;
 };
 
 // Never destroyed: its workers are detached and live as long as the process, as Halide's own
 // do, so that a kernel called from another static object's destructor still finds the pool.
-Pool &pool() {
-    static Pool *const instance = new Pool;
-    return *instance;
-}
+Pool *Pool::instance_ = nullptr;
 
 }  // namespace
 
 int spinning_do_par_for(void *user_context, halide_task_t f, int min, int size, uint8_t *closure) {
-    return pool().run(user_context, f, min, size, closure);
+    return Pool::instance().run(user_context, f, min, size, closure);
 }
 
 void install_spinning_pool() {

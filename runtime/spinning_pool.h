@@ -16,11 +16,11 @@
 
 namespace attngen::rt {
 
-// Runs f(user_context, i, closure) for i in [min, min + size) on up to
-// attngen_get_num_threads() threads, the caller among them, and returns 0 or the nonzero result
-// of a failed task (the tasks not yet started when one fails are skipped). A loop started from
-// inside a task, or while another application thread's loop holds the workers, runs serially on
-// the calling thread.
+// Runs f(user_context, i, closure) for i in [min, min + size), each through halide_do_task, on
+// up to attngen_get_num_threads() threads, the caller among them, and returns 0 or the nonzero
+// result of a failed task (the tasks not yet started when one fails are skipped). A loop
+// started from inside a task, or while another application thread's loop holds the workers,
+// runs serially on the calling thread.
 int spinning_do_par_for(void *user_context, halide_task_t f, int min, int size, uint8_t *closure);
 
 // Installs spinning_do_par_for as Halide's halide_do_par_for hook, unless an application

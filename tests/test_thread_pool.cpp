@@ -1,7 +1,9 @@
 // The pool the kernels' parallel loops run on (runtime/spinning_pool.h): every task once, the
-// calling thread and a worker both working, a failed task's code returned with the tasks after
-// it skipped, loops nested in tasks and loops from many application threads at once, and the
-// hook in place after any entry point unless the application installed its own.
+// calling thread and a worker both working (a worker still polling and one woken from sleep),
+// the caller seeing what long tasks on workers wrote, a failed task's code returned with the
+// tasks after it skipped, loops nested in tasks and loops from many application threads at
+// once, and the hook in place after any entry point unless the application installed its own.
+// tests/CMakeLists.txt runs these again with ATTNGEN_POOL_SPIN_US=0 (every wait a sleep).
 #include "spinning_pool.h"
 
 #include <attngen/attngen.h>
@@ -85,13 +87,39 @@ int rendezvous_task(void *, int index, uint8_t *closure) {
 
 TEST(ThreadPool, TwoThreadsRunTwoTasksAtOnce) {
     PoolSize pool(2);
-    for (int round = 0; round < 20; ++round) {
-        Rendezvous r;
+    // Back to back (the worker still polling), then 5 ms apart: longer than the pool's polling
+    // (ATTNGEN_POOL_SPIN_US, 200 us by default), so that the worker sleeps and must be woken.
+    for (int pause_ms : {0, 5}) {
+        for (int round = 0; round < 20; ++round) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+            Rendezvous r;
+            ASSERT_EQ(spinning_do_par_for(nullptr, rendezvous_task, 0, 2,
+                                          reinterpret_cast<uint8_t *>(&r)),
+                      0);
+            ASSERT_FALSE(r.timed_out)
+                << "round " << round << ", " << pause_ms << " ms apart: the tasks did not overlap";
+            EXPECT_NE(r.ids[0], r.ids[1]);
+        }
+    }
+}
+
+// Each task writes its slot after a few milliseconds: the calling thread, done with its own
+// task first or last, must see every slot written when the loop returns (after polling, and
+// then asleep until the worker that finishes last wakes it).
+int slow_write_task(void *, int index, uint8_t *closure) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3 * (index + 1)));
+    reinterpret_cast<int *>(closure)[index] = index + 1;
+    return 0;
+}
+
+TEST(ThreadPool, CallerSeesWhatLongTasksOnWorkersWrote) {
+    PoolSize pool(3);
+    for (int round = 0; round < 5; ++round) {
+        int slots[3] = {0, 0, 0};
         ASSERT_EQ(
-            spinning_do_par_for(nullptr, rendezvous_task, 0, 2, reinterpret_cast<uint8_t *>(&r)),
+            spinning_do_par_for(nullptr, slow_write_task, 0, 3, reinterpret_cast<uint8_t *>(slots)),
             0);
-        ASSERT_FALSE(r.timed_out) << "round " << round << ": the tasks did not overlap";
-        EXPECT_NE(r.ids[0], r.ids[1]);
+        for (int i = 0; i < 3; ++i) EXPECT_EQ(slots[i], i + 1) << "round " << round;
     }
 }
 
@@ -109,16 +137,22 @@ TEST(ThreadPool, OneThreadRunsEveryTaskOnTheCaller) {
     for (const std::thread::id &id : ids) EXPECT_EQ(id, std::this_thread::get_id());
 }
 
-// Task 0 fails at once; every other task takes a millisecond, so that the failure is seen
-// while nearly all of them are still unclaimed.
+// Task 0 fails; every other task waits until task 0 is about to return and then takes a
+// millisecond, so that each thread can have started at most one other task before the
+// failure is recorded, and the failure is seen while nearly all tasks are unclaimed.
 struct Failing {
     std::atomic<int> ran{0};
+    std::atomic<bool> failing{false};
 };
 
 int failing_task(void *, int index, uint8_t *closure) {
     Failing &f = *reinterpret_cast<Failing *>(closure);
     f.ran.fetch_add(1);
-    if (index == 0) return -7;
+    if (index == 0) {
+        f.failing = true;
+        return -7;
+    }
+    while (!f.failing.load()) std::this_thread::yield();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return 0;
 }
