@@ -62,6 +62,10 @@ thread_local bool inside_task = false;
 // (128 bytes: Intel's L2 prefetches lines in pairs).
 constexpr size_t kApart = 128;
 
+// Halide keeps the thread count at most 256 (MAX_THREADS of its POSIX runtime), the caller one
+// of them.
+constexpr int kMaxWorkers = 255;
+
 struct Loop {
     halide_task_t f;
     void *user_context;
@@ -127,9 +131,13 @@ class Pool {
         current_.store(&loop);
         wanted_.store(loop.workers);
         epoch_.fetch_add(1);
-        if (sleeping_.load() > 0) {
-            std::lock_guard<std::mutex> lock(sleep_mutex_);
-            wake_.notify_all();
+        // Only the wanted workers that sleep: each on its own condition variable, so that
+        // the others sleep on.
+        for (int i = 0; i < loop.workers; i++) {
+            if (slots_[i].asleep.load()) {
+                std::lock_guard<std::mutex> lock(sleep_mutex_);
+                slots_[i].wake.notify_one();
+            }
         }
 
         inside_task = true;
@@ -153,7 +161,10 @@ class Pool {
 
     // After fork(), in the child: none of the workers exist there, and a loop the parent was
     // running at the time never ends there. The child starts over with a new pool.
-    static void start_over_in_child() { instance_ = new Pool; }
+    static void start_over_in_child() {
+        retired_ = instance_;  // kept reachable, for leak checkers
+        instance_ = new Pool;
+    }
 
     static Pool &instance() {
         static std::once_flag once;
@@ -180,10 +191,14 @@ class Pool {
         // A new worker waits for the epoch after this one, which is the loop about to start:
         // epoch_ changes only under submit_mutex_.
         const uint64_t now = epoch_.load();
-        for (; workers_ < wanted; workers_++) {
+        wanted = std::min(wanted, kMaxWorkers);
+        for (; workers_ < wanted && !refused_; workers_++) {
             try {
                 std::thread([this, index = workers_, now] { work(index, now); }).detach();
-            } catch (const std::system_error &) {
+            } catch (...) {
+                // Not asked again: each try would cost every later loop a failed
+                // pthread_create and an exception.
+                refused_ = true;
                 break;
             }
         }
@@ -212,13 +227,14 @@ class Pool {
         uint64_t epoch = seen;
         if (wanted() && spin_until([&] { return (epoch = epoch_.load()) != seen; })) return epoch;
         std::unique_lock<std::mutex> lock(sleep_mutex_);
-        sleeping_.fetch_add(1);
-        wake_.wait(lock, [&] { return epoch_.load() != seen && wanted(); });
-        sleeping_.fetch_sub(1);
+        slots_[index].asleep.store(true);
+        slots_[index].wake.wait(lock, [&] { return epoch_.load() != seen && wanted(); });
+        slots_[index].asleep.store(false);
         return epoch_.load();
     }
 
     static Pool *instance_;
+    static Pool *retired_;
 
     // One loop at a time holds the workers.
     std::mutex submit_mutex_;
@@ -226,21 +242,30 @@ class Pool {
     int workers_ = 0;
     std::atomic<Loop *> current_{nullptr};
     // Bumped for every loop started, after wanted_ (the loop's workers) is stored. Sequentially
-    // consistent, as are the other atomics here: a worker that counted itself asleep before it
-    // last read the epoch is seen by a submitter that bumps the epoch afterwards, which then
-    // wakes it under sleep_mutex_. On a line of its own, which the idle workers poll.
+    // consistent, as are the other atomics here (see slots_). On a line of its own, which the
+    // idle workers poll.
     alignas(kApart) std::atomic<uint64_t> epoch_{0};
     alignas(kApart) std::atomic<int> wanted_{0};
-    std::atomic<int> sleeping_{0};
     std::atomic<int> visiting_{0};
     alignas(kApart) std::mutex sleep_mutex_;
-    // Workers wait on wake_ for a loop; the submitting thread on finished_ for its tasks.
-    std::condition_variable wake_, finished_;
+    // The submitting thread waits on finished_ for its tasks.
+    std::condition_variable finished_;
+    // Worker i sleeps on slots_[i].wake for a loop that wants it. asleep is set under
+    // sleep_mutex_ before the worker last reads the epoch: a submitter that bumps the epoch
+    // afterwards sees it and wakes the worker under that mutex.
+    struct Slot {
+        std::atomic<bool> asleep{false};
+        std::condition_variable wake;
+    };
+    Slot slots_[kMaxWorkers];
+    // Set when the system refused a thread (under submit_mutex_).
+    bool refused_ = false;
 };
 
 // Never destroyed: its workers are detached and live as long as the process, as Halide's own
 // do, so that a kernel called from another static object's destructor still finds the pool.
 Pool *Pool::instance_ = nullptr;
+Pool *Pool::retired_ = nullptr;
 
 }  // namespace
 

@@ -138,8 +138,7 @@ TEST(ThreadPool, OneThreadRunsEveryTaskOnTheCaller) {
 }
 
 // Task 0 fails; every other task waits until task 0 is about to return and then takes a
-// millisecond, so that each thread can have started at most one other task before the
-// failure is recorded, and the failure is seen while nearly all tasks are unclaimed.
+// millisecond, so that the failure is seen while nearly all tasks are unclaimed.
 struct Failing {
     std::atomic<int> ran{0};
     std::atomic<bool> failing{false};
@@ -165,8 +164,10 @@ TEST(ThreadPool, FailedTaskReturnsItsCodeAndTheTasksNotStartedAreSkipped) {
             spinning_do_par_for(nullptr, failing_task, 0, 1000, reinterpret_cast<uint8_t *>(&f)),
             -7)
             << threads << " threads";
-        // Each thread may have claimed a task or two before task 0 failed; not the 1000.
-        EXPECT_LE(f.ran.load(), 2 * threads) << threads << " threads";
+        // Each other thread may have started a task before task 0 failed, and more if that
+        // task's thread was descheduled between its return and the failure's record (a
+        // millisecond per task): not the 1000.
+        EXPECT_LT(f.ran.load(), 500) << threads << " threads";
     }
 }
 
