@@ -62,9 +62,8 @@ thread_local bool inside_task = false;
 // (128 bytes: Intel's L2 prefetches lines in pairs).
 constexpr size_t kApart = 128;
 
-// Halide keeps the thread count at most 256 (MAX_THREADS of its POSIX runtime), the caller one
-// of them.
-constexpr int kMaxWorkers = 255;
+// The calling thread is one of the kMaxPoolThreads.
+constexpr int kMaxWorkers = kMaxPoolThreads - 1;
 
 struct Loop {
     halide_task_t f;

@@ -16,6 +16,11 @@
 
 namespace attngen::rt {
 
+// The most threads a call may use (attngen_set_num_threads), the calling thread among them:
+// the Halide runtime keeps the count and silently caps it here (MAX_THREADS of its POSIX
+// runtime), so attngen refuses more instead.
+constexpr int32_t kMaxPoolThreads = 256;
+
 // Runs f(user_context, i, closure) for i in [min, min + size), each through halide_do_task, on
 // up to attngen_get_num_threads() threads, the caller among them, and returns 0 or the nonzero
 // result of a failed task (the tasks not yet started when one fails are skipped). A loop

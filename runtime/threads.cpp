@@ -9,15 +9,15 @@
 #include <string>
 
 #include "errors.h"
+#include "spinning_pool.h"
 
 using namespace attngen::rt;
 
 namespace {
 
-// The number is kept by the Halide runtime (halide_set_num_threads), which silently caps it at
-// this (MAX_THREADS of its POSIX runtime); we refuse more instead. The pool the kernels run on
-// (spinning_pool.h) reads it for every parallel loop.
-constexpr int32_t kMaxThreads = 256;
+// The number is kept by the Halide runtime (halide_set_num_threads); the pool the kernels run
+// on (spinning_pool.h) reads it for every parallel loop.
+constexpr int32_t kMaxThreads = kMaxPoolThreads;
 
 // Orders our set and get calls, so that get's resolving of the default below cannot undo a
 // concurrent set.
