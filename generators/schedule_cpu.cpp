@@ -384,8 +384,8 @@ constexpr int kSplitReductionTileRows = 4;
 // of rows read the run again, from L2.
 // Before, a task was one of kSplitReductionTasks ranges of features over every panel, a run of
 // 12 KiB (GPT-2) to 64 KiB (Llama 3) from each panel. Against those tasks (scripts/ab_runs.py, 3
-// rounds, 2 threads, Zen 4, with a step's keys appended as vectors (schedule_cache_rows_cpu) and
-// copied into the cache without a call per element (kv_cache.cpp)): AVX-512 decode/gpt2-decode
+// rounds, 2 threads, Zen 4, with a step's keys appended as vectors (schedule_cache_key_rows_cpu)
+// and copied into the cache without a call per element (kv_cache.cpp)): AVX-512 decode/gpt2-decode
 // 1.51x, llama3-8b-decode 1.05x, its batch of 8 1.08x, bfloat16 1.23x, 1.31x, 1.08x; AVX2
 // 1.15x, 0.94-1.14x per round (bound by DRAM), 1.10x. One range per panel (no run bound) gave the
 // AVX2 batch of 8 0.90x: its 4 tiles of 2 rows read a 1 MiB run 4 times. Weights stored as [in,
@@ -897,21 +897,44 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
     a.merged.update().vectorize(c, vec, TailStrategy::GuardWithIf);
 }
 
-void schedule_cache_rows_cpu(Func rows, const Expr &positions, const Expr &items, CacheRows layout,
-                             const Target &target, const Expr &key_feature_stride) {
-    const std::vector<Var> a = rows.args();  // (.., .., hk, b), a[0] innermost in memory
+void schedule_cache_key_rows_cpu(Func rows, Func rotated, const Expr &positions, const Expr &items,
+                                 const Expr &features, const Expr &unrotated, const Target &target,
+                                 const Expr &key_feature_stride) {
+    const std::vector<Var> a = rows.args();  // (l, d, hk, b)
     const int vec = vector_width(target);
     Var hb("hb");
-    rows.fuse(a[2], a[3], hb);
-    if (layout == CacheRows::PositionsInnermost) {
-        // A step's few positions per item are not a vector: its features are, positions apart,
-        // and for one position dense. Scalar, with the rotation's selects per element, a GPT-2
-        // step's 768 keys took 5 us, a tenth of a projection.
-        Stage few = rows.specialize(positions < vec);
-        few.reorder(a[1], a[0]).vectorize(a[1], vec, TailStrategy::GuardWithIf);
-        if (key_feature_stride.defined()) few.specialize(key_feature_stride == 1);
-    }
-    rows.vectorize(a[0], vec, TailStrategy::GuardWithIf);
+    const Expr heads_and_items =
+        rows.output_buffer().dim(2).extent() * rows.output_buffer().dim(3).extent();
+    // One task for as few rows as a decoding step appends: waking the threads costs more.
+    const Expr many_rows = positions * items > kSplitReductionMaxRows;
+    rows.fuse(a[2], a[3], hb)
+        .parallel(hb, select(many_rows, 1, heads_and_items), TailStrategy::GuardWithIf);
+    // Tiles of vec x vec transposed from the rotated keys (schedule_transpose), which are
+    // computed along their dense features. Vectorized along the positions instead, every lane
+    // of the rotation read its key a row of features apart: a llama3-8b-prefill's keys (512
+    // positions of 8 heads of 128) took 2.9 ms, 1.9 ms in tiles (attngen_parallel_timeline,
+    // Intel Xeon, 2 threads). The rest is the rotation's own gathers, which read both the half
+    // and the interleaved partner (rope is not specialized on).
+    // A step's few positions are not a vector: its tiles store along the features, positions
+    // apart (for one position dense). Halide stages the tile at the same loop (xo) in every
+    // specialization, so they keep the tiles' loops. A GPT-2 step's 768 keys: 8.1 us stored
+    // along the positions, 6.7 us along the features; perf put the append outside its
+    // projections at 0.13 of the query projection's time before the tiles, 0.11 with them.
+    Var xo("xo"), xi("xi"), yo("yo"), yi("yi");
+    Stage few = rows.specialize(positions < vec);
+    few.split(a[0], xo, xi, vec, TailStrategy::GuardWithIf)
+        .split(a[1], yo, yi, vec, TailStrategy::GuardWithIf)
+        .reorder(yi, xi, xo, yo)
+        .vectorize(yi);
+    few.specialize(key_feature_stride == 1);
+    schedule_transpose(rows, rotated, a[0], a[1], features, vec, unrotated);
+}
+
+void schedule_cache_value_rows_cpu(Func rows, const Expr &positions, const Expr &items,
+                                   const Target &target) {
+    const std::vector<Var> a = rows.args();  // (c, l, hk, b)
+    Var hb("hb");
+    rows.fuse(a[2], a[3], hb).vectorize(a[0], vector_width(target), TailStrategy::GuardWithIf);
     rows.specialize(positions * items > kSplitReductionMaxRows).parallel(hb);
 }
 

@@ -83,15 +83,20 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Halide::Target
                                    const CpuScheduleKnobs &knobs);
 
 // The rows an append writes into the KV cache, (.., .., kv head, batch), `positions` for each
-// of `items`, vectorized along their first dimension (keys: when the positions fill a vector,
-// and along their features, key_feature_stride apart, when they do not): in parallel over (kv
-// head, batch) only for more rows than a decoding step appends, whose few rows cost less than
-// waking the threads.
-enum class CacheRows { PositionsInnermost, FeaturesInnermost };  // keys, values
-void schedule_cache_rows_cpu(Halide::Func rows, const Halide::Expr &positions,
-                             const Halide::Expr &items, CacheRows layout,
-                             const Halide::Target &target,
-                             const Halide::Expr &key_feature_stride = Halide::Expr());
+// of `items`, in parallel over (kv head, batch) only for more rows than a decoding step
+// appends, whose few rows cost less than waking the threads.
+// Keys, rows(l, d, ..) = stored(rotated(d, l, ..)) with positions innermost, as the cache
+// holds them: in tiles staged from `rotated` (`features` wide; computed without the rotation
+// where `unrotated` holds), stored along the positions, or for fewer positions than a vector
+// along the features (key_feature_stride apart).
+void schedule_cache_key_rows_cpu(Halide::Func rows, Halide::Func rotated,
+                                 const Halide::Expr &positions, const Halide::Expr &items,
+                                 const Halide::Expr &features, const Halide::Expr &unrotated,
+                                 const Halide::Target &target,
+                                 const Halide::Expr &key_feature_stride);
+// Values, rows(c, l, ..), features innermost: vectorized along them.
+void schedule_cache_value_rows_cpu(Halide::Func rows, const Halide::Expr &positions,
+                                   const Halide::Expr &items, const Halide::Target &target);
 
 // Packs a [out, in] weight into (o, f) order for a projection, at root.
 void schedule_weight_pack_cpu(Halide::Func pack, const Halide::Target &target);

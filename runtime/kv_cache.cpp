@@ -46,6 +46,7 @@
 #endif
 #include "device.h"
 #include "errors.h"
+#include "finite_scan.h"
 #include "half_precision.h"
 #include "huge_pages.h"
 #include "kv_cache_device.h"
@@ -144,28 +145,24 @@ TensorBuffer<uint8_t, N> stored_buffer(const Bytes &bytes, attngen_device device
 // rows before anything is appended.
 attngen_status require_finite_rows(const std::vector<uint8_t> &rows, attngen_precision p,
                                    const char *what) {
-    const size_t element = size_t(element_bytes(p));
-    for (size_t i = 0; i < rows.size() / element; ++i) {
-        float x;
-        if (p == ATTNGEN_PRECISION_F32) {
-            std::memcpy(&x, &rows[4 * i], 4);
-        } else {
-            uint16_t h;
-            std::memcpy(&h, &rows[2 * i], 2);
-            x = p == ATTNGEN_PRECISION_F16 ? from_float16(h) : from_bfloat16(h);
-        }
-        if (std::isfinite(x)) continue;
-        if (p == ATTNGEN_PRECISION_F16) {
-            return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
-                        std::string("a projected ") + what +
-                            " is beyond float16's range (|x| <= 65504) of this "
-                            "ATTNGEN_PRECISION_F16 cache; nothing was appended");
-        }
+    bool finite;
+    if (p == ATTNGEN_PRECISION_F32) {
+        finite = all_finite_parallel(reinterpret_cast<const float *>(rows.data()), rows.size() / 4);
+    } else {
+        finite = all_finite_16_parallel(
+            reinterpret_cast<const uint16_t *>(rows.data()), rows.size() / 2,
+            p == ATTNGEN_PRECISION_F16 ? kFloat16Exponent : kBfloat16Exponent);
+    }
+    if (finite) return ATTNGEN_OK;
+    if (p == ATTNGEN_PRECISION_F16) {
         return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
                     std::string("a projected ") + what +
-                        " is not finite (the inputs' projection overflows); nothing was appended");
+                        " is beyond float16's range (|x| <= 65504) of this "
+                        "ATTNGEN_PRECISION_F16 cache; nothing was appended");
     }
-    return ATTNGEN_OK;
+    return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
+                std::string("a projected ") + what +
+                    " is not finite (the inputs' projection overflows); nothing was appended");
 }
 
 attngen_status require_cache_of(const attngen_mha *m, const attngen_kv_cache *c) {
@@ -209,16 +206,14 @@ attngen_status resolve_items(const attngen_kv_cache *c, int32_t batch, const int
     return ATTNGEN_OK;
 }
 
-// Inputs with NaN or infinity are refused up front (require_finite_rows says why).
+// Inputs with NaN or infinity are refused up front (require_finite_rows says why). Scanned in
+// parallel chunks first; the element is looked for only in an input that holds one.
 attngen_status require_finite(const float *x, size_t n, const char *name) {
-    for (size_t i = 0; i < n; ++i) {
-        if (!std::isfinite(x[i])) {
-            return fail(
-                ATTNGEN_ERROR_INVALID_ARGUMENT,
+    if (all_finite_parallel(x, n)) return ATTNGEN_OK;
+    size_t i = 0;
+    while (i + 1 < n && std::isfinite(x[i])) ++i;
+    return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
                 std::string(name) + " holds a non-finite value at element " + std::to_string(i));
-        }
-    }
-    return ATTNGEN_OK;
 }
 
 // Appends on the CPU: row block b of k_rows [batch][kv_heads][head_dim][len] and v_rows

@@ -1,13 +1,11 @@
 #include "nonfinite.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 
-#include "parallel_chunks.h"
+#include "finite_scan.h"
 
 namespace attngen::rt {
 namespace {
@@ -20,46 +18,6 @@ bool is_negative_infinity(float x) {
 
 size_t elements(const NonFiniteInputs::Tensor &t, int32_t batch) {
     return size_t(batch) * t.heads * t.len * t.width;
-}
-
-// True when every value is finite (an additive mask may also hold -inf: it masks). The test
-// is on the bits, branch-free within chunks, so the compiler vectorizes it: the per-element
-// std::isfinite loop with an early exit took 2.5% of an attngen_sdpa call at bert-512 (perf).
-bool all_finite(const float *data, size_t n, bool allow_negative_infinity) {
-    constexpr uint32_t kExponent = 0x7f800000u, kNegativeInfinity = 0xff800000u;
-    constexpr size_t kChunk = 4096;
-    for (size_t start = 0; start < n; start += kChunk) {
-        const size_t end = std::min(n, start + kChunk);
-        uint32_t bad = 0;
-        for (size_t i = start; i < end; ++i) {
-            uint32_t bits;
-            std::memcpy(&bits, data + i, sizeof bits);
-            const bool non_finite = (bits & kExponent) == kExponent;
-            const bool allowed = allow_negative_infinity && bits == kNegativeInfinity;
-            bad |= uint32_t(non_finite && !allowed);
-        }
-        if (bad != 0) return false;
-    }
-    return true;
-}
-
-// all_finite over chunks on the thread pool. The scans of a bert-512 forward's two 1.5 MB
-// inputs took about 100 us on one thread (0.6% of the call, one core's speed reading lines
-// from L3 or memory), 67 us on two (attngen_parallel_timeline, AVX-512, Zen 4).
-bool all_finite_parallel(const float *data, size_t n, bool allow_negative_infinity) {
-    struct Scan {
-        const float *data;
-        bool allow_negative_infinity;
-        std::atomic<bool> finite{true};
-    } scan{data, allow_negative_infinity};
-    // One pointer captured, so that std::function keeps the lambda inline (no allocation).
-    parallel_chunks(n, [s = &scan](size_t begin, size_t end) {
-        if (!s->finite.load(std::memory_order_relaxed)) return;  // one bad value decides
-        if (!all_finite(s->data + begin, end - begin, s->allow_negative_infinity)) {
-            s->finite = false;
-        }
-    });
-    return scan.finite;
 }
 
 // Marks the rows of t holding a non-finite value.

@@ -58,6 +58,21 @@ TEST(Decode, PromptsAroundTheSplitReductionsRowLimit) {
     }
 }
 
+// A prompt's keys are written to the cache in tiles of a vector's positions by a vector's
+// features, transposed from the rotated keys (schedule_cache_key_rows_cpu); fewer positions
+// than a vector are stored along the features. Head sizes at either side of a vector (16
+// floats on AVX-512, 8 on AVX2, 4 on SSE4.1) and beyond two, prompts on either side of it,
+// both rotary layouts and partial rotation, then single steps.
+TEST(Decode, PromptKeysInTilesAroundTheVectorWidth) {
+    for (int prompt : {15, 16, 17}) {
+        DecodeAndCheck(Model(32, 2).rope(ATTNGEN_ROPE_INTERLEAVED), prompt + 2, prompt, prompt + 2);
+        DecodeAndCheck(Model(34, 2).rope(ATTNGEN_ROPE_HALF, 16), prompt + 2, prompt, prompt + 2);
+    }
+    DecodeAndCheck(Model(66, 2).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF, 32), 42, 40, 42);
+    DecodeAndCheck(Model(128, 4).num_kv_heads(2).rope(ATTNGEN_ROPE_INTERLEAVED), 35, 33, 35);
+    DecodeAndCheck(Model(30, 2), 35, 33, 35);  // no rotation, 15-wide heads
+}
+
 // A split-reduction task reads at most 128 KiB of its panel's weights (kSplitReductionRunBytes:
 // 512 float32 features, 512 bfloat16 pairs, 1024 float16 features): 1040 features over 17
 // panels of outputs make 3 ranges in float32, the last one shorter, and 2 in the 16-bit formats.
@@ -287,6 +302,9 @@ TEST_F(DecodeErrors, TopLeftCausalAndNonFiniteInputsAreRefused) {
               ATTNGEN_ERROR_INVALID_ARGUMENT);
     x_[3] = std::numeric_limits<float>::quiet_NaN();
     EXPECT_EQ(Append(1, nullptr, 1), ATTNGEN_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::strstr(attngen_last_error(), "key holds a non-finite value at element 3"),
+              nullptr)
+        << attngen_last_error();
     EXPECT_EQ(Forward(1, nullptr, 1, ATTNGEN_CAUSAL_NONE, &out), ATTNGEN_ERROR_INVALID_ARGUMENT);
     EXPECT_TRUE(Untouched(out));
     EXPECT_EQ(Lengths(), (std::vector<int32_t>{0, 0}));
