@@ -384,7 +384,7 @@ constexpr int kSplitReductionTileRows = 4;
 // of rows read the run again, from L2.
 // Before, a task was one of kSplitReductionTasks ranges of features over every panel, a run of
 // 12 KiB (GPT-2) to 64 KiB (Llama 3) from each panel. Against those tasks (scripts/ab_runs.py, 3
-// rounds, 2 threads, Zen 4, with a step's keys appended as vectors (schedule_cache_key_rows_cpu)
+// rounds, 2 threads, Zen 4, with a step's keys appended as vectors (then schedule_cache_rows_cpu)
 // and copied into the cache without a call per element (kv_cache.cpp)): AVX-512 decode/gpt2-decode
 // 1.51x, llama3-8b-decode 1.05x, its batch of 8 1.08x, bfloat16 1.23x, 1.31x, 1.08x; AVX2
 // 1.15x, 0.94-1.14x per round (bound by DRAM), 1.10x. One range per panel (no run bound) gave the
@@ -905,7 +905,9 @@ void schedule_cache_key_rows_cpu(Func rows, Func rotated, const Expr &positions,
     Var hb("hb");
     const Expr heads_and_items =
         rows.output_buffer().dim(2).extent() * rows.output_buffer().dim(3).extent();
-    // One task for as few rows as a decoding step appends: waking the threads costs more.
+    // One task for as few rows as a decoding step appends: waking the threads costs more. A task
+    // size, not a specialization as for the values: each specialization here would copy the
+    // tiles' own two.
     const Expr many_rows = positions * items > kSplitReductionMaxRows;
     rows.fuse(a[2], a[3], hb)
         .parallel(hb, select(many_rows, 1, heads_and_items), TailStrategy::GuardWithIf);
@@ -914,7 +916,7 @@ void schedule_cache_key_rows_cpu(Func rows, Func rotated, const Expr &positions,
     // of the rotation read its key a row of features apart: a llama3-8b-prefill's keys (512
     // positions of 8 heads of 128) took 2.9 ms, 1.9 ms in tiles (attngen_parallel_timeline,
     // Intel Xeon, 2 threads). The rest is the rotation's own gathers, which read both the half
-    // and the interleaved partner (rope is not specialized on).
+    // and the interleaved partner (the rotary layout is not specialized on; no rotation is).
     // A step's few positions are not a vector: its tiles store along the features, positions
     // apart (for one position dense). Halide stages the tile at the same loop (xo) in every
     // specialization, so they keep the tiles' loops. A GPT-2 step's 768 keys: 8.1 us stored

@@ -86,9 +86,10 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Halide::Target
 // of `items`, in parallel over (kv head, batch) only for more rows than a decoding step
 // appends, whose few rows cost less than waking the threads.
 // Keys, rows(l, d, ..) = stored(rotated(d, l, ..)) with positions innermost, as the cache
-// holds them: in tiles staged from `rotated` (`features` wide; computed without the rotation
-// where `unrotated` holds), stored along the positions, or for fewer positions than a vector
-// along the features (key_feature_stride apart).
+// holds them (rows is the pipeline's output, whose buffer gives the kv heads and items): in tiles
+// staged from `rotated` (`features` wide; computed without the rotation where `unrotated` holds),
+// stored along the positions, or for fewer positions than a vector along the features
+// (key_feature_stride apart).
 void schedule_cache_key_rows_cpu(Halide::Func rows, Halide::Func rotated,
                                  const Halide::Expr &positions, const Halide::Expr &items,
                                  const Halide::Expr &features, const Halide::Expr &unrotated,

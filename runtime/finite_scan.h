@@ -10,6 +10,9 @@
 
 namespace attngen::rt {
 
+// Elements tested between early exits, on one thread.
+constexpr size_t kFiniteScanChunk = 4096;
+
 // A 16-bit format's exponent field: all ones is infinity or NaN.
 constexpr uint16_t kBfloat16Exponent = 0x7f80u;
 constexpr uint16_t kFloat16Exponent = 0x7c00u;

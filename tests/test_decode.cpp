@@ -60,17 +60,54 @@ TEST(Decode, PromptsAroundTheSplitReductionsRowLimit) {
 
 // A prompt's keys are written to the cache in tiles of a vector's positions by a vector's
 // features, transposed from the rotated keys (schedule_cache_key_rows_cpu); fewer positions
-// than a vector are stored along the features. Head sizes at either side of a vector (16
-// floats on AVX-512, 8 on AVX2, 4 on SSE4.1) and beyond two, prompts on either side of it,
-// both rotary layouts and partial rotation, then single steps.
+// than a vector are stored along the features. Vectors are 16 floats on AVX-512, 8 on AVX2
+// and 4 on SSE4.1 and NEON: head sizes and prompts on either side of each, both rotary
+// layouts, partial rotation and none, in every precision, then single steps.
 TEST(Decode, PromptKeysInTilesAroundTheVectorWidth) {
-    for (int prompt : {15, 16, 17}) {
-        DecodeAndCheck(Model(32, 2).rope(ATTNGEN_ROPE_INTERLEAVED), prompt + 2, prompt, prompt + 2);
-        DecodeAndCheck(Model(34, 2).rope(ATTNGEN_ROPE_HALF, 16), prompt + 2, prompt, prompt + 2);
+    for (attngen_precision p :
+         {ATTNGEN_PRECISION_F32, ATTNGEN_PRECISION_BF16, ATTNGEN_PRECISION_F16}) {
+        SCOPED_TRACE(p);
+        for (int prompt : {3, 4, 5, 7, 8, 9, 15, 16, 17}) {
+            SCOPED_TRACE(prompt);
+            const int len = prompt + 2;
+            DecodeAndCheck(Model(32, 2).rope(ATTNGEN_ROPE_INTERLEAVED).precision(p), len, prompt,
+                           len);
+            DecodeAndCheck(Model(34, 2).rope(ATTNGEN_ROPE_HALF, 16).precision(p), len, prompt, len);
+            DecodeAndCheck(Model(18, 2).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF, 8).precision(p),
+                           len, prompt, len);
+            DecodeAndCheck(Model(10, 2).rope(ATTNGEN_ROPE_INTERLEAVED, 4).precision(p), len, prompt,
+                           len);
+        }
+        DecodeAndCheck(Model(66, 2).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF, 32).precision(p), 42,
+                       40, 42);
+        DecodeAndCheck(Model(128, 4).num_kv_heads(2).rope(ATTNGEN_ROPE_INTERLEAVED).precision(p),
+                       35, 33, 35);
+        DecodeAndCheck(Model(30, 2).precision(p), 35, 33, 35);  // no rotation, 15-wide heads
     }
-    DecodeAndCheck(Model(66, 2).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF, 32), 42, 40, 42);
-    DecodeAndCheck(Model(128, 4).num_kv_heads(2).rope(ATTNGEN_ROPE_INTERLEAVED), 35, 33, 35);
-    DecodeAndCheck(Model(30, 2), 35, 33, 35);  // no rotation, 15-wide heads
+}
+
+// Two items appended in one call of 20 positions each: the key tiles' tasks are (kv head,
+// item) pairs.
+TEST(Decode, PromptsOfTwoItemsInOneAppend) {
+    DecodeModel model(Model(34, 2).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF, 16));
+    const int d = model.d_model(), len = 20;
+    const std::vector<float> first = model.Tokens(len, 31), second = model.Tokens(len, 32);
+    std::vector<float> both(first);
+    both.insert(both.end(), second.begin(), second.end());
+    attngen_kv_cache *raw = nullptr;
+    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 2, len, &raw), ATTNGEN_OK);
+    CacheHandle cache(raw);
+    ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 2, nullptr, len, both.data(),
+                                      both.data()),
+              ATTNGEN_OK)
+        << attngen_last_error();
+    std::vector<float> out(size_t(2) * len * d, kSentinel);
+    ASSERT_EQ(attngen_mha_forward_cached(model.handle(), cache.get(), 2, nullptr, len, both.data(),
+                                         ATTNGEN_CAUSAL_BOTTOM_RIGHT, out.data()),
+              ATTNGEN_OK)
+        << attngen_last_error();
+    model.Check("item 0", out.data(), len, model.SelfAttention(first), 0);
+    model.Check("item 1", out.data() + size_t(len) * d, len, model.SelfAttention(second), 0);
 }
 
 // A split-reduction task reads at most 128 KiB of its panel's weights (kSplitReductionRunBytes:

@@ -23,10 +23,11 @@ using attngen::rt::kFloat16Exponent;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr size_t kChunk = attngen::rt::kParallelChunkElements;
+constexpr size_t kChunk = attngen::rt::kParallelChunkElements;  // a parallel task
+constexpr size_t kScanChunk = attngen::rt::kFiniteScanChunk;    // an early exit
 
-// Lengths from one element to more chunks than parallel_chunks runs on one thread, with each
-// chunk's edges.
+// Lengths from one element to more chunks than parallel_chunks runs on one thread, with the
+// edges of both kinds of chunk.
 std::vector<size_t> lengths() {
     return {1,          2,      17,         4095,           4096,       4097,
             kChunk - 1, kChunk, kChunk + 1, 5 * kChunk - 1, 5 * kChunk, 5 * kChunk + 3};
@@ -35,7 +36,7 @@ std::vector<size_t> lengths() {
 // Where a bad value goes in an array of n: the ends, chunk edges and a middle.
 std::vector<size_t> positions(size_t n) {
     std::vector<size_t> at = {0, n / 2, n - 1};
-    for (size_t edge : {size_t(4095), size_t(4096), kChunk - 1, kChunk, 3 * kChunk + 5})
+    for (size_t edge : {kScanChunk - 1, kScanChunk, kChunk - 1, kChunk, 3 * kChunk + 5})
         if (edge < n) at.push_back(edge);
     return at;
 }
