@@ -9,11 +9,11 @@
 namespace attngen::rt {
 namespace {
 
-// Elements tested between early exits: branch-free within a chunk, so the loop vectorizes (the
-// per-element std::isfinite loop with an early exit took 2.5% of an attngen_sdpa call at
-// bert-512, perf; the KV cache's own loop of that kind took about 2 ms of a llama3-8b-prefill's
-// append for its 2 x 8 MiB of keys and values, on one thread).
-
+// Whether is_bad holds for none of the n values of type Bits at data. Branch-free within each
+// kFiniteScanChunk, so the loop vectorizes (the per-element std::isfinite loop with an early
+// exit took 2.5% of an attngen_sdpa call at bert-512, perf; the KV cache's own loop of that
+// kind took about 2 ms of a llama3-8b-prefill's append for its 2 x 8 MiB of keys and values,
+// on one thread).
 template <typename Bits, typename IsBad>
 bool none_bad(const void *data, size_t n, IsBad is_bad) {
     const auto *bytes = static_cast<const unsigned char *>(data);
@@ -28,11 +28,6 @@ bool none_bad(const void *data, size_t n, IsBad is_bad) {
         if (bad != 0) return false;
     }
     return true;
-}
-
-bool none_bad_16(const uint16_t *bits, size_t n, uint16_t exponent) {
-    return none_bad<uint16_t>(bits, n,
-                              [exponent](uint16_t b) { return (b & exponent) == exponent; });
 }
 
 // scan(begin, end) over chunks on the pool; false as soon as one chunk is. A chunk that starts
@@ -73,7 +68,8 @@ bool all_finite_parallel(const float *data, size_t n, bool allow_negative_infini
 
 bool all_finite_16_parallel(const uint16_t *bits, size_t n, uint16_t exponent) {
     return all_chunks(n, [=](size_t begin, size_t end) {
-        return none_bad_16(bits + begin, end - begin, exponent);
+        return none_bad<uint16_t>(bits + begin, end - begin,
+                                  [exponent](uint16_t b) { return (b & exponent) == exponent; });
     });
 }
 
