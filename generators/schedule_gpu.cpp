@@ -53,20 +53,20 @@ Var gpu_query_blocks(Func f, const Var &x, const Var &i, const Var &h, const Var
     return io;
 }
 
-// A thread's tile x tile accumulators of f, a reduction computed at the thread: kept in
+// A thread's x_tile x y_tile accumulators of f, a reduction computed at the thread: kept in
 // registers, with the reduction loops outside them. The producer's tile is exact at the edges
 // (GuardWithIf), so its extent here is only bounded by tile: splitting with RoundUp gives the
 // constant loop extent unrolling needs, and bound_storage the constant size registers need. Reads
 // past the edge are safe because every such stage reads padded weights and clamped rows.
 // reduction[0] (innermost) is unrolled by `unrolled` steps: the loads of consecutive steps are
 // then independent, and ptxas schedules them ahead of the FMAs that use them.
-void register_tile(Func f, const Var &x, const Var &y, const std::vector<RVar> &reduction, int tile,
-                   int unrolled = 1) {
+void register_tile(Func f, const Var &x, const Var &y, const std::vector<RVar> &reduction,
+                   int x_tile, int y_tile, int unrolled = 1) {
     Var xo("xo"), xi("xi"), yo("yo"), yi("yi");
-    f.bound_storage(x, tile)
-        .bound_storage(y, tile)
-        .split(x, xo, xi, tile, TailStrategy::RoundUp)
-        .split(y, yo, yi, tile, TailStrategy::RoundUp)
+    f.bound_storage(x, x_tile)
+        .bound_storage(y, y_tile)
+        .split(x, xo, xi, x_tile, TailStrategy::RoundUp)
+        .split(y, yo, yi, y_tile, TailStrategy::RoundUp)
         .unroll(xi)
         .unroll(yi);
     std::vector<VarOrRVar> order = {xi, yi};
@@ -82,8 +82,8 @@ void register_tile(Func f, const Var &x, const Var &y, const std::vector<RVar> &
     order.insert(order.end(), reduction.begin() + 1, reduction.end());
     order.push_back(xo);
     order.push_back(yo);
-    update.split(x, xo, xi, tile, TailStrategy::RoundUp)
-        .split(y, yo, yi, tile, TailStrategy::RoundUp)
+    update.split(x, xo, xi, x_tile, TailStrategy::RoundUp)
+        .split(y, yo, yi, y_tile, TailStrategy::RoundUp)
         .reorder(order)
         .unroll(xi)
         .unroll(yi);
@@ -137,6 +137,8 @@ GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs k) {
     k.gpu_gemm_rows = pick(k.gpu_gemm_rows, 32);
     k.gpu_query_block = pick(k.gpu_query_block, 16);
     k.gpu_key_block = pick(k.gpu_key_block, 32);
+    k.gpu_query_tile = pick(k.gpu_query_tile, 2);
+    k.gpu_value_tile = pick(k.gpu_value_tile, 2);
     return k;
 }
 
@@ -165,7 +167,7 @@ void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &request
         .unroll(ox)
         .unroll(nx);
     p.acc.compute_at(p.result, ot);
-    register_tile(p.acc, p.o, p.n, {p.r.x, p.r.y}, tile, kProjectionUnroll);
+    register_tile(p.acc, p.o, p.n, {p.r.x, p.r.y}, tile, tile, kProjectionUnroll);
     // Each reduction step's weights for the tile's outputs in one wide load, which needs tiles
     // to start at a multiple of the tile, within one panel of weights (layout.h): the realized
     // features of a stage are widened to whole panels (the padded weights cover the extra), an
@@ -202,7 +204,7 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested
             .unroll(ix);
         // Safe to compute whole tiles: queries are read at a clamped row, keys are clamped.
         a.packed.score.compute_at(score_tiles, jt);
-        register_tile(a.packed.score, j, i, {a.packed.r_dot}, kScoreThreadTile);
+        register_tile(a.packed.score, j, i, {a.packed.r_dot}, kScoreThreadTile, kScoreThreadTile);
     }
 
     // The probabilities (the weights output), with their softmax statistics computed per block
@@ -267,80 +269,109 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested
 void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs &requested) {
     const GpuScheduleKnobs knobs = resolve_gpu_knobs(requested);
     const int query_block = knobs.gpu_query_block, key_block = knobs.gpu_key_block;
+    const int query_tile = knobs.gpu_query_tile, value_tile = knobs.gpu_value_tile;
+    if (query_block % query_tile != 0 || key_block % kFeatureThreads != 0) {
+        throw CompileError(
+            "the GPU flash attention needs gpu_query_block a multiple of "
+            "gpu_query_tile and gpu_key_block a multiple of " +
+            std::to_string(kFeatureThreads));
+    }
+    // A block has kFeatureThreads x row_threads threads in every stage: each thread owns
+    // query_tile queries of the block (consecutive rows), and in the scores key_block /
+    // kFeatureThreads consecutive keys, in probs x values value_tile consecutive features per
+    // step of kFeatureThreads * value_tile. Register tiles in both products: with one query and
+    // one key or feature per thread, each FMA loaded both of its operands (ncu on an H100 at
+    // bert-512-b8: L1/TEX throughput 94%, compute 26%).
+    const int row_threads = query_block / query_tile;
+    const int key_tile = key_block / kFeatureThreads;
+    const int feature_step = kFeatureThreads * value_tile;
     const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u, &jj = a.jj, &ii = a.ii;
 
-    // One GPU block per (query block, head, item), kFeatureThreads x query_block threads; a
-    // thread owns value features c = ci + kFeatureThreads * co of one query.
-    Var qb("qb"), iq("iq"), co("co"), ci("ci");
+    // One GPU block per (query block, head, item).
+    Var qb("qb"), iq("iq"), it("it"), ix("ix"), co("co"), ci("ci");
     a.out.compute_root()
         .split(i, qb, iq, query_block, kExact)
+        .split(iq, it, ix, query_tile)
         .split(c, co, ci, kFeatureThreads, kExact)
-        .reorder(ci, iq, co, qb, h, b)
+        .reorder(ix, ci, it, co, qb, h, b)
         .gpu_blocks(qb, h, b)
-        .gpu_threads(ci, iq);
+        .gpu_threads(ci, it);
 
     // The running state (output accumulators, row maximum and sum) of the block's queries in
     // shared memory; the key blocks are a serial loop of the GPU block, and each step's stages
     // below are thread loops inside it, with barriers between them.
     a.state.compute_at(a.out, qb)
         .split(c, co, ci, kFeatureThreads, TailStrategy::RoundUp)
-        .reorder(co, ci, ii)
-        .gpu_threads(ci, ii);
-    Var step_co("step_co"), step_ci("step_ci");
+        .split(ii, it, ix, query_tile)
+        .reorder(ix, co, ci, it)
+        .gpu_threads(ci, it);
+    Var step_co("step_co"), step_cr("step_cr"), step_ci("step_ci"), step_cx("step_cx");
+    Var step_it("step_it"), step_ix("step_ix");
     a.state.update()
-        .split(c, step_co, step_ci, kFeatureThreads, TailStrategy::RoundUp)
-        .reorder(step_co, step_ci, ii, a.r_blocks)
-        .gpu_threads(step_ci, ii);
+        .split(c, step_co, step_cr, feature_step, TailStrategy::RoundUp)
+        .split(step_cr, step_ci, step_cx, value_tile)
+        .split(ii, step_it, step_ix, query_tile)
+        .reorder(step_cx, step_ix, step_co, step_ci, step_it, a.r_blocks)
+        .gpu_threads(step_ci, step_it)
+        .unroll(step_cx)
+        .unroll(step_ix);
     const LoopLevel step(a.state, a.r_blocks);
 
     // Every per-step buffer covers a whole key block and query block: constant sizes, as shared
     // memory needs, and constant thread loops. Past the last visible key they compute masked
     // logits of clamped reads, which the trimmed reductions never read.
-    Var jo("jo"), ji("ji");
-    a.packed.score.compute_at(step)
-        .bound_extent(j, key_block)
-        .split(j, jo, ji, kFeatureThreads)
-        .reorder(jo, ji, i)
-        .gpu_threads(ji, i);
-    a.packed.score.update()
-        .split(j, jo, ji, kFeatureThreads)
-        .reorder(a.packed.r_dot, jo, ji, i)
-        .gpu_threads(ji, i);
-    // The step's keys in shared memory, keys innermost: each score thread of a query row reads
-    // its own key, and from the keys' layout the 16 threads read 16 rows 4 * dk bytes apart
-    // (ncu on an H100: L1/TEX throughput 94%, compute 26%). Stand-alone sdpa there, float32:
-    // bert-512-b8 4.70 -> 2.55 ms, gpt2-causal 1.73 -> 0.88, 4096 tokens 36.9 -> 19.2. The copy's
-    // threads stay within the block's 16 x query_block: a copy of key_block (32) x 8 threads
-    // gave wrong results through PoCL (and passed on the H100).
+    // The scores: a thread's key_tile x query_tile register tile, written out as the block's
+    // logits. Its keys are consecutive, so that the tile's accumulators are one dense region.
+    Var jt("jt"), jx("jx"), st("st"), sx("sx");
+    a.block_logits.compute_at(step)
+        .bound_extent(jj, key_block)
+        .bound_extent(i, query_block)
+        .split(jj, jt, jx, key_tile)
+        .split(i, st, sx, query_tile)
+        .reorder(jx, sx, jt, st)
+        .gpu_threads(jt, st)
+        .unroll(jx)
+        .unroll(sx);
+    a.packed.score.compute_at(a.block_logits, jt);
+    register_tile(a.packed.score, j, i, {a.packed.r_dot}, key_tile, query_tile);
+    // The step's keys in shared memory, keys innermost, so that a warp's score threads read
+    // neighbouring keys of one feature (from the keys' layout, 16 rows 4 * dk bytes apart; ncu
+    // on an H100: L1/TEX throughput 94%, compute 26%). Stand-alone sdpa there, float32, before
+    // the register tiles: bert-512-b8 4.70 -> 2.55 ms, gpt2-causal 1.73 -> 0.88, 4096 tokens
+    // 36.9 -> 19.2. The copy's threads stay within the block's: a copy of key_block (32) x 8
+    // threads in a block of 16 x 16 gave wrong results through PoCL (and passed on the H100).
     Var kd_o("kd_o"), kd_i("kd_i"), kj_o("kj_o"), kj_i("kj_i");
     a.packed.k_packed.compute_at(step)
         .bound_extent(j, key_block)
         .split(j, kj_o, kj_i, kFeatureThreads)
-        .split(a.d, kd_o, kd_i, std::min(kFeatureThreads, query_block), TailStrategy::GuardWithIf)
+        .split(a.d, kd_o, kd_i, row_threads, TailStrategy::GuardWithIf)
         .reorder(kj_i, kd_i, kj_o, kd_o)
         .gpu_threads(kj_i, kd_i);
-    a.block_logits.compute_at(step)
-        .bound_extent(jj, key_block)
-        .split(jj, jo, ji, kFeatureThreads)
-        .reorder(jo, ji, i)
-        .gpu_threads(ji, i);
+    Var jo("jo"), ji("ji");
     a.block_probs.compute_at(step)
         .bound_extent(jj, key_block)
         .split(jj, jo, ji, kFeatureThreads)
-        .reorder(jo, ji, ii)
-        .gpu_threads(ji, ii);
+        .split(ii, it, ix, query_tile)
+        .reorder(jo, ix, ji, it)
+        .gpu_threads(ji, it);
     // Row maxima and sums: kReductionLanes lanes per query, then a serial sum per query.
     for (Func lanes : {a.max_lanes, a.sum_lanes}) {
-        lanes.compute_at(step).gpu_threads(u, ii);
-        lanes.update().gpu_threads(u, ii);
+        lanes.compute_at(step).split(ii, it, ix, query_tile).reorder(ix, u, it).gpu_threads(u, it);
+        lanes.update().split(ii, it, ix, query_tile).reorder(ix, u, it).gpu_threads(u, it);
     }
     for (Func row : {a.block_max, a.block_sum}) {
-        row.compute_at(step).gpu_threads(ii);
-        row.update().gpu_threads(ii);
+        row.compute_at(step).split(ii, it, ix, query_tile).gpu_threads(it);
+        row.update().split(ii, it, ix, query_tile).gpu_threads(it);
     }
-    // probs x values per thread, in registers: the block's probabilities from shared memory
-    // (one value for all kFeatureThreads threads of a query), the values coalesced across them.
-    a.block_out.compute_at(a.state, step_co);
+    // probs x values per thread, a value_tile x query_tile tile in registers: each key's
+    // probabilities from shared memory (one value for all kFeatureThreads threads of a query),
+    // its values read where they are, neighbouring features across the threads.
+    a.block_out.compute_at(a.state, step_co)
+        .bound_extent(c, value_tile)
+        .bound_extent(ii, query_tile)
+        .unroll(c)
+        .unroll(ii);
+    a.block_out.update().reorder(c, ii, a.r_block_keys).unroll(c).unroll(ii);
     // One key block of one query block per step: bounds inference cannot see that kb is the
     // step's block, and without it block_out was per-thread global memory.
     for (Func f : {a.block_logits, a.max_lanes, a.block_max, a.block_probs, a.sum_lanes,
@@ -351,7 +382,6 @@ void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs
          {a.max_lanes, a.block_max, a.block_probs, a.sum_lanes, a.block_sum, a.block_out}) {
         f.bound_extent(a.qb, 1);
     }
-    a.block_out.bound_extent(c, 1).bound_extent(ii, 1);
 }
 
 void schedule_decode_attention_gpu(DecodeAttentionStage &a) {

@@ -4,6 +4,8 @@ in bench/RESULTS.md. TF32 is off, so every product is a true fp32 FMA as attngen
 
   torch-mha       torch.nn.MultiheadAttention(batch_first=True)
   torch-sdpa-mha  four nn.Linear projections around F.scaled_dot_product_attention
+  torch-sdpa      F.scaled_dot_product_attention alone, on heads already split (the bar for
+                  attngen_bench_device's sdpa_device/)
 
 Prints one JSON line per (shape, impl): median ms over timed rounds (CUDA events), or the error
 when the shape does not run (e.g. out of memory). `--dtype bfloat16` (or float16) times the same
@@ -31,8 +33,18 @@ def mha_flops(b, lq, lkv, d, causal):
     return proj + (attn / 2 if causal else attn)
 
 
+def attention_flops(b, lq, lkv, d, causal):
+    attn = 4.0 * b * lq * lkv * d
+    return attn / 2 if causal else attn
+
+
 def build(impl, b, lq, lkv, d, h, causal, dtype):
     torch.manual_seed(0)
+    if impl == "torch-sdpa":
+        qh = torch.randn(b, h, lq, d // h, device="cuda", dtype=dtype)
+        kh = torch.randn(b, h, lkv, d // h, device="cuda", dtype=dtype)
+        vh = torch.randn(b, h, lkv, d // h, device="cuda", dtype=dtype)
+        return lambda: F.scaled_dot_product_attention(qh, kh, vh, is_causal=causal)
     q = torch.randn(b, lq, d, device="cuda", dtype=dtype)
     kv = torch.randn(b, lkv, d, device="cuda", dtype=dtype)
     if impl == "torch-mha":
@@ -104,11 +116,12 @@ def main():
     names = args or list(SHAPES)
     for name in names:
         b, lq, lkv, d, h, causal = SHAPES[name]
-        for impl in ("torch-mha", "torch-sdpa-mha"):
+        for impl in ("torch-mha", "torch-sdpa-mha", "torch-sdpa"):
             rec = {"shape": name, "impl": impl, "dtype": str(dtype)}
+            flops = attention_flops if impl == "torch-sdpa" else mha_flops
             try:
                 ms = time_ms(build(impl, b, lq, lkv, d, h, causal, dtype))
-                rec.update(ms=ms, gflops=mha_flops(b, lq, lkv, d, causal) / ms * 1e-6)
+                rec.update(ms=ms, gflops=flops(b, lq, lkv, d, causal) / ms * 1e-6)
             except Exception as e:  # noqa: BLE001 -- report and go on to the next shape
                 rec["error"] = str(e).splitlines()[0][:200]
             torch.cuda.empty_cache()

@@ -2,6 +2,8 @@
 # Packs what scripts/gpu_session.sh needs on a lent GPU machine into .gpu/ (ignored by git,
 # carried by the device tool): the CUDA device suite with its ctest files, attngen_bench_device
 # and the shared libraries they need that such a machine lacks. AOT kernels need no libHalide.
+# The stand-alone schedule experiments' runners go in too where bench/gpu_experiments/build.sh
+# left them in <build-dir>/gpu_experiments.
 #
 #   scripts/gpu_bundle.sh [build-dir]      # then carry .gpu
 set -eu
@@ -16,6 +18,11 @@ mkdir -p "$staging/build/tests" "$staging/build/bench"
 strip -o "$staging/build/tests/attngen_device_tests" "$build/tests/attngen_device_tests"
 strip -o "$staging/build/bench/attngen_bench_device" "$build/bench/attngen_bench_device"
 cp "$build"/tests/*.cmake "$staging/build/tests/"
+for runner in "$build"/gpu_experiments/*_runner; do
+    [ -x "$runner" ] || continue
+    mkdir -p "$staging/build/gpu_experiments"
+    strip -o "$staging/build/gpu_experiments/$(basename "$runner")" "$runner"
+done
 tar -C "$staging" -cf - build | xz -T2 -2 >.gpu/bundle.tar.xz
 rm -rf "$staging"
 du -sh .gpu

@@ -9,7 +9,8 @@
 # Phases: info, tests (the device suite under ctest -L cuda), bench (attngen_bench_device,
 # median of 3), torch (scripts/bench_torch_cuda.py at the CUDA issue's shapes, float32 with TF32
 # off), torch-half (the same in bfloat16), jit (a fresh process's first forward with and without
-# the driver's PTX cache), ncu (per-kernel times of one forward, bert-512-b8).
+# the driver's PTX cache), ncu (per-kernel times of one forward, bert-512-b8), experiments (the
+# runners of bench/gpu_experiments that the bundle holds).
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/gpu_out}
@@ -77,6 +78,13 @@ for phase in "$@"; do
             --benchmark_min_time=0.01 >"$out/ncu.txt" 2>&1
         echo "ncu exit $?"
         grep -E "^  [a-z_]|Duration|Registers|Achieved Occupancy" "$out/ncu.txt" | head -80
+        ;;
+    experiments)
+        for runner in build/gpu_experiments/*_runner; do
+            [ -x "$runner" ] || continue
+            echo "--- $runner"
+            timeout 240 "$runner" 2>&1 | tee "$out/$(basename "$runner").txt"
+        done
         ;;
     *) echo "unknown phase $phase" ;;
     esac
