@@ -30,7 +30,7 @@ done
 case " ${ATTNGEN_GPU_EXPERIMENTS:-sdpa} " in *" sdpa "*) ;; *) exit 0 ;; esac
 
 # sdpa_knobs_runner: one attngen_sdpa kernel per entry of ATTNGEN_SDPA_KNOBS, each
-# query_block_key_block_query_tile_value_tile. With ATTNGEN_SDPA_API=opencl, an OpenCL build of
+# query_block_key_block_query_tile_value_tile (schedule_knobs.h's gpu_ knobs). With ATTNGEN_SDPA_API=opencl, an OpenCL build of
 # them (sdpa_knobs_runner_opencl), whose results PoCL checks on a machine without a GPU.
 api=${ATTNGEN_SDPA_API:-cuda}
 if [ "$api" = opencl ]; then

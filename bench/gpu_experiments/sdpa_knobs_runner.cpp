@@ -56,9 +56,16 @@ double worst_error(const Shape &s, const Buffer<float> &q, const Buffer<float> &
     return worst;
 }
 
+// Halide's default handler aborts: a variant that fails to launch (too much shared memory for
+// a shape, say) is reported by its error code instead, and the runner goes on.
+void print_error(void *, const char *message) {
+    std::fprintf(stderr, "halide: %s\n", message);
+}
+
 }  // namespace
 
 int main() {
+    halide_set_error_handler(print_error);
 #ifdef ATTNGEN_SDPA_OPENCL
     const halide_device_interface_t *device = halide_opencl_device_interface();
     const Shape shapes[] = {{"b2-h3-100x77-d64", 2, 3, 100, 77, 64, 0},
@@ -106,6 +113,7 @@ int main() {
             poison(out, device);
             if (const int e = call()) {
                 std::printf("%-20s %-16s error %d\n", s.name, variant.name, e);
+                std::fflush(stdout);
                 ++failures;
                 continue;
             }
