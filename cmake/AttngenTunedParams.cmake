@@ -13,7 +13,9 @@ include_guard(GLOBAL)
 # that this reads the same names the compiler does.
 function(attngen_read_schedule_knobs OUT HEADER)
     # Read whole, not line by line: the lines end in a backslash, which would escape the
-    # separators of a CMake list.
+    # separators of a CMake list. A knob added to the header re-runs the configure (without it,
+    # an existing build kept the old list until someone re-ran CMake by hand).
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${HEADER}")
     file(READ "${HEADER}" text)
     string(REGEX MATCHALL "\n *KNOB\\([a-z0-9_]+," knobs "${text}")
     set(names "")

@@ -29,6 +29,12 @@ constexpr int kProjectionThreadTile = 4;
 // Reduction steps per unrolled projection loop iteration.
 constexpr int kProjectionUnroll = 4;
 
+// Projections of at most kShortRows rows (and more than kFewRows) take tiles of kShortRowTile
+// rows in blocks of kShortBlockRows (schedule_projection_gpu).
+constexpr int kShortRows = 1024;
+constexpr int kShortRowTile = 2;
+constexpr int kShortBlockRows = 16;
+
 // Projections of at most kFewRows rows take the few-rows path (schedule_few_rows_gpu), whose
 // threads split each output's reduction kFewRowsSplit ways.
 constexpr int kFewRows = 8;
@@ -60,17 +66,15 @@ Var gpu_query_blocks(Func f, const Var &x, const Var &i, const Var &h, const Var
 // past the edge are safe because every such stage reads padded weights and clamped rows.
 // reduction[0] (innermost) is unrolled by `unrolled` steps: the loads of consecutive steps are
 // then independent, and ptxas schedules them ahead of the FMAs that use them.
-void register_tile(Func f, const Var &x, const Var &y, const std::vector<RVar> &reduction,
-                   int x_tile, int y_tile, int unrolled = 1) {
+void register_tile_stages(Stage pure, Stage update, const Var &x, const Var &y,
+                          const std::vector<RVar> &reduction, int x_tile, int y_tile,
+                          int unrolled) {
     Var xo("xo"), xi("xi"), yo("yo"), yi("yi");
-    f.bound_storage(x, x_tile)
-        .bound_storage(y, y_tile)
-        .split(x, xo, xi, x_tile, TailStrategy::RoundUp)
+    pure.split(x, xo, xi, x_tile, TailStrategy::RoundUp)
         .split(y, yo, yi, y_tile, TailStrategy::RoundUp)
         .unroll(xi)
         .unroll(yi);
     std::vector<VarOrRVar> order = {xi, yi};
-    Stage update = f.update();
     if (unrolled > 1) {
         RVar ro(reduction[0].name() + "_o"), ri(reduction[0].name() + "_i");
         update.split(reduction[0], ro, ri, unrolled, TailStrategy::GuardWithIf).unroll(ri);
@@ -87,6 +91,25 @@ void register_tile(Func f, const Var &x, const Var &y, const std::vector<RVar> &
         .reorder(order)
         .unroll(xi)
         .unroll(yi);
+}
+
+void register_tile(Func f, const Var &x, const Var &y, const std::vector<RVar> &reduction,
+                   int x_tile, int y_tile, int unrolled = 1) {
+    f.bound_storage(x, x_tile).bound_storage(y, y_tile);
+    register_tile_stages(f, f.update(), x, y, reduction, x_tile, y_tile, unrolled);
+}
+
+// A projection's blocks of kWeightPadding features x `rows` rows, each thread a
+// kProjectionThreadTile x row_tile tile of them (its accumulators: register_tile_stages).
+void tile_projection_result(Stage result, const ProjectionStage &p, int rows, int row_tile) {
+    Var ob("ob"), nb("nb"), oi("oi"), ni("ni"), ot("ot"), nt("nt"), ox("ox"), nx("nx");
+    result.tile(p.o, p.n, ob, nb, oi, ni, kWeightPadding, rows, kExact)
+        .tile(oi, ni, ot, nt, ox, nx, kProjectionThreadTile, row_tile)
+        .reorder(ox, nx, ot, nt, ob, nb)
+        .gpu_blocks(ob, nb)
+        .gpu_threads(ot, nt)
+        .unroll(ox)
+        .unroll(nx);
 }
 
 // Few rows (decoding's matrix-vector products): a block per kWeightPadding output features
@@ -156,18 +179,24 @@ void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &request
     // a tile's 16 outputs ran its own reduction, 2 loads per FMA; an H100 took 1.69 ms for
     // bert-512-b8's query projection (4.8 GFLOP), against 0.23 ms for this schedule in a
     // stand-alone kernel of the same product.
-    Var ob("ob"), nb("nb"), oi("oi"), ni("ni"), ot("ot"), nt("nt"), ox("ox"), nx("nx");
     if (p.few_rows.defined()) schedule_few_rows_gpu(p);
-    p.result.compute_root()
-        .tile(p.o, p.n, ob, nb, oi, ni, kWeightPadding, knobs.gpu_gemm_rows, kExact)
-        .tile(oi, ni, ot, nt, ox, nx, tile, tile)
-        .reorder(ox, nx, ot, nt, ob, nb)
-        .gpu_blocks(ob, nb)
-        .gpu_threads(ot, nt)
-        .unroll(ox)
-        .unroll(nx);
-    p.acc.compute_at(p.result, ot);
-    register_tile(p.acc, p.o, p.n, {p.r.x, p.r.y}, tile, tile, kProjectionUnroll);
+    // Short products (at most kShortRows rows: bert-128, bert-512, the tutorials) in tiles of
+    // kShortRowTile rows, blocks of kShortBlockRows: a 4 x 4 tile leaves too few threads to
+    // hide the loads' latency (bert-512's 512 x 768 x 768: 192 blocks of 128 threads for 132
+    // SMs). Stand-alone, on an H200, 4 x 4 against 4 x 2 (bench/RESULTS.md): 128 rows 0.081
+    // against 0.047 ms, 320 rows 0.055 against 0.038, 512 rows 0.091 against 0.059; at 4096 rows
+    // 4 x 4 is ahead, 0.274 against 0.319.
+    const Expr short_rows = p.rows <= kShortRows;
+    tile_projection_result(p.result.specialize(short_rows), p, kShortBlockRows, kShortRowTile);
+    p.result.compute_root();
+    tile_projection_result(p.result, p, knobs.gpu_gemm_rows, tile);
+    p.acc.compute_at(p.result, Var("ot"))
+        .bound_storage(p.o, tile)
+        .bound_storage(p.n, std::max(tile, kShortRowTile));
+    register_tile_stages(p.acc.specialize(short_rows), p.acc.update().specialize(short_rows), p.o,
+                         p.n, {p.r.x, p.r.y}, tile, kShortRowTile, kProjectionUnroll);
+    register_tile_stages(p.acc, p.acc.update(), p.o, p.n, {p.r.x, p.r.y}, tile, tile,
+                         kProjectionUnroll);
     // Each reduction step's weights for the tile's outputs in one wide load, which needs tiles
     // to start at a multiple of the tile, within one panel of weights (layout.h): the realized
     // features of a stage are widened to whole panels (the padded weights cover the extra), an

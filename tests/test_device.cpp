@@ -69,6 +69,38 @@ TEST_F(DeviceTest, FewRowsPathAtItsLimits) {
     // once refused 768 features: "wv_t is accessed at 1471, which is beyond the max (831)").
     Tester().d_model(200).num_heads(4).batch(2).q_len(1).kv_len(3).Test();
 }
+// The flash kernel's register tiles (schedule_flash_attention_gpu): per thread 2 queries x 2
+// keys of scores and 2 value features x 2 queries of probs x values, value features in steps of
+// 32 (16 threads x 2). Heads one short of and one past a step and past two, odd query counts
+// (the last thread's second query lies past the end), keys past one block of 32, each with and
+// without a causal mask that leaves the last query block's diagonal block part-visible.
+TEST_F(DeviceTest, FlashRegisterTileEdges) {
+    for (int head : {31, 33, 65}) {
+        for (int q_len : {15, 17}) {
+            for (attngen_causal causal : {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
+                Tester()
+                    .d_model(2 * head)
+                    .num_heads(2)
+                    .batch(2)
+                    .q_len(q_len)
+                    .kv_len(q_len + 18)
+                    .causal(causal)
+                    .with_weights(false)
+                    .Test();
+            }
+        }
+    }
+}
+// Projections of 9 to 1024 rows take tiles of 4 x 2 in blocks of 16 rows, more rows the 4 x 4
+// tiles (schedule_projection_gpu): rows just past the few-rows path, odd counts within a tile
+// and a block, and 1024 against 1025 (queries on one side of the limit, keys on the other).
+TEST_F(DeviceTest, ShortProjectionLimits) {
+    for (int rows : {9, 15, 17, 33}) {
+        Tester().d_model(20).num_heads(2).batch(1).q_len(rows).kv_len(rows + 2).Test();
+    }
+    Tester().d_model(8).num_heads(1).batch(1).q_len(1025).kv_len(1024).with_weights(false).Test();
+    Tester().d_model(8).num_heads(1).batch(5).q_len(205).kv_len(204).with_weights(false).Test();
+}
 TEST_F(DeviceTest, LongerRowsThanOneBlock) {
     Tester().d_model(32).num_heads(4).batch(2).q_len(40).kv_len(70).with_weights(false).Test();
 }
