@@ -35,6 +35,20 @@ attngen_status require_known_device(int32_t device, const char *what) {
                                                     " (expected 0 CPU, 1 CUDA, 2 OpenCL)");
 }
 
+attngen_status require_device_head_sizes(attngen_device device, int32_t head_size,
+                                         int32_t value_head_size) {
+    if (device != ATTNGEN_DEVICE_CUDA ||
+        (head_size <= kMaxCudaHeadSize && value_head_size <= kMaxCudaHeadSize)) {
+        return ATTNGEN_OK;
+    }
+    return fail(ATTNGEN_ERROR_UNSUPPORTED,
+                "CUDA takes head sizes up to " + std::to_string(kMaxCudaHeadSize) +
+                    " (its flash kernel keeps a block of keys and its queries' state in 48 KiB of "
+                    "shared memory), got " +
+                    std::to_string(head_size) + " for queries and keys and " +
+                    std::to_string(value_head_size) + " for values; run them on the CPU");
+}
+
 const halide_device_interface_t *gpu_interface_or_fail(attngen_device device) {
     switch (device) {
 #ifdef ATTNGEN_HAVE_CUDA

@@ -21,6 +21,17 @@ const char *device_name(attngen_device device);
 // the C++ enum type is undefined behaviour.
 attngen_status require_known_device(int32_t device, const char *what);
 
+// The largest head size (of queries and keys, and of values) a CUDA call takes: the flash
+// kernel keeps a block of keys and its queries' running state in shared memory, 44 KiB at heads
+// of 128 (schedule_flash_attention_gpu), and Halide 21's CUDA runtime launches no kernel with
+// more than 48 KiB. Past it every launch failed with CUDA_ERROR_INVALID_VALUE.
+constexpr int32_t kMaxCudaHeadSize = 128;
+
+// ATTNGEN_ERROR_UNSUPPORTED, naming the limit, for a CUDA call whose head sizes pass
+// kMaxCudaHeadSize; ATTNGEN_OK for any other device.
+attngen_status require_device_head_sizes(attngen_device device, int32_t head_size,
+                                         int32_t value_head_size);
+
 // The Halide device interface of a GPU API this build has kernels for. Records
 // ATTNGEN_ERROR_UNSUPPORTED (API not built) and returns nullptr otherwise.
 const halide_device_interface_t *gpu_interface_or_fail(attngen_device device);

@@ -115,9 +115,6 @@ attngen_status resolve_config(const attngen_mha_config &c, ResolvedConfig *r) {
                                              "); set config.head_dim explicitly");
     }
     ATTNGEN_RETURN_IF_ERROR(require_known_device(raw_enum_value(c.device), "config.device"));
-    if (c.device != ATTNGEN_DEVICE_CPU && gpu_interface_or_fail(c.device) == nullptr) {
-        return ATTNGEN_ERROR_UNSUPPORTED;
-    }
     r->d_model = c.d_model;
     r->num_heads = c.num_heads;
     r->kdim = c.kdim ? c.kdim : c.d_model;
@@ -126,6 +123,11 @@ attngen_status resolve_config(const attngen_mha_config &c, ResolvedConfig *r) {
     r->use_bias = c.use_bias != 0;
     r->device = c.device;
     ATTNGEN_RETURN_IF_ERROR(resolve_heads_and_positions(c, r));
+    // Before the device's presence: a shape no GPU of that API can run is refused as such.
+    ATTNGEN_RETURN_IF_ERROR(require_device_head_sizes(c.device, r->head_dim, r->v_head_dim));
+    if (c.device != ATTNGEN_DEVICE_CPU && gpu_interface_or_fail(c.device) == nullptr) {
+        return ATTNGEN_ERROR_UNSUPPORTED;
+    }
     // Packed weights are padded by up to kWeightPadding (+ kGpuExtraWeightPadding) features.
     const int64_t padding = kWeightPadding + kGpuExtraWeightPadding;
     ATTNGEN_RETURN_IF_ERROR(require_addressable("wq", {r->inner() + padding, r->d_model}, 4));

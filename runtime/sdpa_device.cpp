@@ -67,6 +67,7 @@ static attngen_status attngen_sdpa_device_impl(attngen_device device,
                     "device is CPU: attngen_sdpa_device runs on a GPU (on the CPU, "
                     "attngen_sdpa_gqa takes host pointers)");
     }
+    ATTNGEN_RETURN_IF_ERROR(require_device_head_sizes(device, dk, dv));
     const halide_device_interface_t *interface = gpu_interface_or_fail(device);
     if (interface == nullptr) return ATTNGEN_ERROR_UNSUPPORTED;
     const auto as_pointer = [](uint64_t address) {

@@ -374,6 +374,43 @@ TEST(DeviceErrors, OpenClWorksOrIsRefused) {
     ExpectGpuDeviceWorksOrIsRefused(ATTNGEN_DEVICE_OPENCL);
 }
 
+// CUDA takes heads of at most 128 (kMaxCudaHeadSize in runtime/device.h: the flash kernel's
+// shared memory). Past it, creating a handle and attngen_sdpa_device refuse the shape with
+// UNSUPPORTED and a message that names the limit and both head sizes, before looking for a
+// GPU, so the answer is the same on every machine; 128 itself is not refused for its size.
+TEST(DeviceErrors, CudaRefusesHeadSizesPast128) {
+    struct Heads {
+        int32_t head, value_head;
+    };
+    for (const Heads heads : {Heads{129, 0}, Heads{256, 0}, Heads{128, 129}, Heads{128, 0}}) {
+        MhaTester t;
+        t.d_model(2 * heads.head).num_heads(2).batch(1).q_len(2).kv_len(2);
+        t.device(ATTNGEN_DEVICE_CUDA);
+        attngen_mha_config config = t.config();
+        config.v_head_dim = heads.value_head;
+        attngen_mha *raw = nullptr;
+        const attngen_status created = attngen_mha_create(&config, &raw);
+        MhaHandle m(raw);
+        const std::string message = attngen_last_error();
+        const bool refused_for_size = message.find("head sizes up to 128") != std::string::npos;
+        if (heads.head <= 128 && heads.value_head <= 128) {
+            EXPECT_FALSE(refused_for_size) << message;
+            continue;
+        }
+        EXPECT_EQ(raw, nullptr);
+        EXPECT_TRUE(FailedWith(created, ATTNGEN_ERROR_UNSUPPORTED,
+                               {std::to_string(std::max(heads.head, heads.value_head))}));
+        EXPECT_TRUE(refused_for_size) << message;
+    }
+    for (const Heads heads : {Heads{129, 64}, Heads{64, 200}}) {
+        const attngen_status status =
+            attngen_sdpa_device(ATTNGEN_DEVICE_CUDA, nullptr, 1, 2, 2, 3, 4, heads.head,
+                                heads.value_head, 0, 0, 0, nullptr, 0.0f, 0, 0);
+        EXPECT_TRUE(FailedWith(status, ATTNGEN_ERROR_UNSUPPORTED,
+                               {std::to_string(std::max(heads.head, heads.value_head))}));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // attngen_mha_create_in_context and attngen_mha_set_queue on the CPU (the GPU side is in the
 // device suite, test_device_app_context.cpp)
