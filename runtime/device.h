@@ -22,9 +22,12 @@ const char *device_name(attngen_device device);
 attngen_status require_known_device(int32_t device, const char *what);
 
 // The largest head size (of queries and keys, and of values) a CUDA call takes: the flash
-// kernel keeps a block of keys and its queries' running state in shared memory, 44 KiB at heads
-// of 128 (schedule_flash_attention_gpu), and Halide 21's CUDA runtime launches no kernel with
-// more than 48 KiB. Past it every launch failed with CUDA_ERROR_INVALID_VALUE.
+// kernel keeps a block of keys and its queries' running state in shared memory (4 x (32 dk +
+// 48 dv rounded up to 32 + 800) bytes in the launch Halide computes for
+// schedule_flash_attention_gpu: 44 KiB at 128 and 128), and Halide 21's CUDA runtime launches
+// no kernel with more than 48 KiB; one that asks for more fails with CUDA_ERROR_INVALID_VALUE
+// (measured on an H200 with blocks of 64 keys at heads of 128). A head of 129 or more values,
+// or of 129 or more keys with values past 96, passes it; this bound is the simple sufficient one.
 constexpr int32_t kMaxCudaHeadSize = 128;
 
 // ATTNGEN_ERROR_UNSUPPORTED, naming the limit, for a CUDA call whose head sizes pass
