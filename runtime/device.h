@@ -26,8 +26,9 @@ attngen_status require_known_device(int32_t device, const char *what);
 // 48 dv rounded up to 32 + 800) bytes in the launch Halide computes for
 // schedule_flash_attention_gpu: 44 KiB at 128 and 128), and Halide 21's CUDA runtime launches
 // no kernel with more than 48 KiB; one that asks for more fails with CUDA_ERROR_INVALID_VALUE
-// (measured on an H200 with blocks of 64 keys at heads of 128). A head of 129 or more values,
-// or of 129 or more keys with values past 96, passes it; this bound is the simple sufficient one.
+// (measured on an H200 with blocks of 64 keys at heads of 128). Which heads past 128 overflow
+// depends on both sizes (dk 256 with dv 64 fits, dk = dv = 136 does not); this bound is the
+// simple one that covers every pair.
 constexpr int32_t kMaxCudaHeadSize = 128;
 
 // ATTNGEN_ERROR_UNSUPPORTED, naming the limit, for a CUDA call whose head sizes pass
