@@ -29,9 +29,9 @@ constexpr int kProjectionThreadTile = 4;
 // Reduction steps per unrolled projection loop iteration.
 constexpr int kProjectionUnroll = 4;
 
-// Projections of at most kShortRows rows (and more than kFewRows) take tiles of kShortRowTile
-// rows in blocks of kShortBlockRows (schedule_projection_gpu).
-constexpr int kShortRows = 1024;
+// Projections of at most kShortOutputs outputs (rows x output features; and more than kFewRows
+// rows) take tiles of kShortRowTile rows in blocks of kShortBlockRows (schedule_projection_gpu).
+constexpr int64_t kShortOutputs = int64_t(1) << 20;
 constexpr int kShortRowTile = 2;
 constexpr int kShortBlockRows = 16;
 
@@ -180,13 +180,15 @@ void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &request
     // bert-512-b8's query projection (4.8 GFLOP), against 0.23 ms for this schedule in a
     // stand-alone kernel of the same product.
     if (p.few_rows.defined()) schedule_few_rows_gpu(p);
-    // Short products (at most kShortRows rows: bert-128, bert-512, the tutorials) in tiles of
-    // kShortRowTile rows, blocks of kShortBlockRows: a 4 x 4 tile leaves too few threads to
-    // hide the loads' latency (bert-512's 512 x 768 x 768: 192 blocks of 128 threads for 132
-    // SMs). Stand-alone, on an H200, 4 x 4 against 4 x 2 (bench/RESULTS.md): 128 rows 0.081
-    // against 0.047 ms, 320 rows 0.055 against 0.038, 512 rows 0.091 against 0.059; at 4096 rows
-    // 4 x 4 is ahead, 0.274 against 0.319.
-    const Expr short_rows = p.rows <= kShortRows;
+    // Short products (at most kShortOutputs outputs: bert-128, bert-512, the tutorials) in
+    // tiles of kShortRowTile rows, blocks of kShortBlockRows: a 4 x 4 tile leaves too few
+    // threads to hide the loads' latency (bert-512's 512 x 768 x 768: 192 blocks of 128 threads
+    // for 132 SMs). Stand-alone, on an H200, 4 x 4 against 4 x 2 (bench/RESULTS.md), by rows x
+    // input x output features: 128 x 768 x 768 0.081 against 0.047 ms, 320 x 512 x 512 0.055
+    // against 0.038, 512 x 768 x 768 0.091 against 0.059; 4 x 4 is ahead at 512 x 4096 x 4096
+    // (2^21 outputs, 0.918 against 1.32) and 4096 x 768 x 768 (0.274 against 0.319). The limit
+    // lies between the measured shapes, 2^20 outputs being 512 blocks of the 4 x 4 schedule.
+    const Expr short_rows = cast<int64_t>(p.rows) * p.out_features <= Expr(kShortOutputs);
     tile_projection_result(p.result.specialize(short_rows), p, kShortBlockRows, kShortRowTile);
     p.result.compute_root();
     tile_projection_result(p.result, p, knobs.gpu_gemm_rows, tile);
@@ -309,8 +311,8 @@ void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs
     // query_tile queries of the block (consecutive rows), and in the scores key_block /
     // kFeatureThreads consecutive keys, in probs x values value_tile consecutive features per
     // step of kFeatureThreads * value_tile. Register tiles in both products: with one query and
-    // one key or feature per thread, each FMA loaded both of its operands (ncu on an H100 at
-    // bert-512-b8: L1/TEX throughput 94%, compute 26%).
+    // one key or feature per thread, each FMA loaded both of its operands. On an H200, sdpa alone
+    // (bench/RESULTS.md): bert-512-b8 2.57 -> 1.35 ms, long-single 24.8 -> 13.8 ms.
     const int row_threads = query_block / query_tile;
     const int key_tile = key_block / kFeatureThreads;
     const int feature_step = kFeatureThreads * value_tile;

@@ -84,6 +84,7 @@ for phase in "$@"; do
             [ -x "$runner" ] || continue
             echo "--- $runner"
             timeout 240 "$runner" 2>&1 | tee "$out/$(basename "$runner").txt"
+            echo "$(basename "$runner") exit ${PIPESTATUS[0]}"
         done
         ;;
     *) echo "unknown phase $phase" ;;

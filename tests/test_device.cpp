@@ -24,7 +24,8 @@ class DeviceTest : public DeviceAvailableTest {
 };
 
 // Shapes at the GPU schedule's tile edges: query blocks of 16, key tiles of 32, projection
-// blocks of 64 features by 32 rows and 4 x 4 register tiles, each hit exactly and missed by one.
+// blocks of 64 features by 16 rows and 4 x 2 register tiles (by 32 rows and 4 x 4 past 2^20
+// outputs: ShortProjectionLimits), each hit exactly and missed by one.
 TEST_F(DeviceTest, SingleElement) {
     Tester().d_model(1).num_heads(1).batch(1).q_len(1).kv_len(1).TestWithAndWithoutWeights();
 }
@@ -72,12 +73,15 @@ TEST_F(DeviceTest, FewRowsPathAtItsLimits) {
 // The flash kernel's register tiles (schedule_flash_attention_gpu): per thread 2 queries x 2
 // keys of scores and 2 value features x 2 queries of probs x values, value features in steps of
 // 32 (16 threads x 2). Heads one short of and one past a step and past two, odd query counts
-// (the last thread's second query lies past the end), keys past one block of 32, each with and
-// without a causal mask that leaves the last query block's diagonal block part-visible.
+// (the last thread's second query lies past the end), keys past one block of 32, each without a
+// mask and with both causal alignments (top-left skips the first query block's second key
+// block and cuts the diagonal block short; bottom-right, with 18 more keys than queries, cuts
+// only the last block).
 TEST_F(DeviceTest, FlashRegisterTileEdges) {
     for (int head : {31, 33, 65}) {
         for (int q_len : {15, 17}) {
-            for (attngen_causal causal : {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
+            for (attngen_causal causal :
+                 {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_TOP_LEFT, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
                 Tester()
                     .d_model(2 * head)
                     .num_heads(2)
@@ -91,15 +95,29 @@ TEST_F(DeviceTest, FlashRegisterTileEdges) {
         }
     }
 }
-// Projections of 9 to 1024 rows take tiles of 4 x 2 in blocks of 16 rows, more rows the 4 x 4
-// tiles (schedule_projection_gpu): rows just past the few-rows path, odd counts within a tile
-// and a block, and 1024 against 1025 (queries on one side of the limit, keys on the other).
+// Projections of more than 8 rows and at most 2^20 outputs (rows x output features) take
+// tiles of 4 x 2 in blocks of 16 rows, larger ones 4 x 4 tiles in blocks of 32
+// (schedule_projection_gpu): rows just past the few-rows path and odd counts within a tile and
+// a block; 2^20 outputs against one row more (the query and output projections on either side,
+// the keys' and values' on the few-rows path); and the 4 x 4 path at a prime row count with 65
+// features (a panel and one more), in float32 and bfloat16.
 TEST_F(DeviceTest, ShortProjectionLimits) {
     for (int rows : {9, 15, 17, 33}) {
         Tester().d_model(20).num_heads(2).batch(1).q_len(rows).kv_len(rows + 2).Test();
     }
-    Tester().d_model(8).num_heads(1).batch(1).q_len(1025).kv_len(1024).with_weights(false).Test();
-    Tester().d_model(8).num_heads(1).batch(5).q_len(205).kv_len(204).with_weights(false).Test();
+    Tester().d_model(512).num_heads(8).batch(2).q_len(1024).kv_len(3).with_weights(false).Test();
+    Tester().d_model(512).num_heads(8).batch(1).q_len(2049).kv_len(3).with_weights(false).Test();
+    for (attngen_precision p : {ATTNGEN_PRECISION_F32, ATTNGEN_PRECISION_BF16}) {
+        Tester()
+            .d_model(65)
+            .num_heads(1)
+            .batch(1)
+            .q_len(16139)
+            .kv_len(3)
+            .precision(p)
+            .with_weights(false)
+            .Test();
+    }
 }
 TEST_F(DeviceTest, LongerRowsThanOneBlock) {
     Tester().d_model(32).num_heads(4).batch(2).q_len(40).kv_len(70).with_weights(false).Test();

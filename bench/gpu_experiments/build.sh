@@ -12,7 +12,6 @@ out=$(mkdir -p "$1" && cd "$1" && pwd)
 build=$(cd "${2:-$here/../../build}" && pwd)
 halide=$(python3 -c 'import halide, os; print(os.path.dirname(halide.__file__))')
 flags=(-std=c++17 -I"$halide/include")
-cuda=x86-64-linux-cuda-cuda_capability_70-user_context-no_runtime
 
 # product_runner, once per variant library: projection_runner and few_rows_runner.
 for kind in ${ATTNGEN_GPU_EXPERIMENTS:-projection few_rows sdpa}; do
@@ -41,7 +40,7 @@ else
     defines=() runner=sdpa_knobs_runner
 fi
 sdpa="$out/sdpa_$api"
-mkdir -p "$sdpa"
+rm -rf "$sdpa" && mkdir -p "$sdpa"  # no variant of an earlier, longer list is linked in
 table=() n=0
 : >"$sdpa/sdpa_variants.h"
 for knobs in ${ATTNGEN_SDPA_KNOBS:-16_32_1_1 16_32_2_2 16_64_2_2 32_32_2_2}; do
