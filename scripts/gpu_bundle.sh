@@ -20,6 +20,11 @@ strip -o "$staging/build/bench/attngen_bench_device" "$build/bench/attngen_bench
 cp "$build"/tests/*.cmake "$staging/build/tests/"
 for runner in "$build"/gpu_experiments/*_runner; do
     [ -x "$runner" ] || continue
+    # A runner built before the generator last changed times kernels of an older schedule.
+    if [ "$runner" -ot "$build/generators/attngen_generators" ]; then
+        echo "skipping $runner: older than the generator (rebuild with bench/gpu_experiments/build.sh)"
+        continue
+    fi
     mkdir -p "$staging/build/gpu_experiments"
     strip -o "$staging/build/gpu_experiments/$(basename "$runner")" "$runner"
 done
