@@ -162,6 +162,24 @@ GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs k) {
     k.gpu_key_block = pick(k.gpu_key_block, 32);
     k.gpu_query_tile = pick(k.gpu_query_tile, 2);
     k.gpu_value_tile = pick(k.gpu_value_tile, 2);
+    k.gpu_small_head_key_block = pick(k.gpu_small_head_key_block, 64);
+    k.gpu_small_head_value_tile = pick(k.gpu_small_head_value_tile, 4);
+    return k;
+}
+
+// Blocks of 64 keys with 2 x 4 tiles, against the 32 keys and 2 x 2 tiles every head size can
+// launch with. sdpa on an H200 at heads of 64, both in one process
+// (bench/gpu_experiments/sdpa_knobs_runner, bench/RESULTS.md): bert-512 0.261 -> 0.176 ms,
+// bert-512-b8 1.31 -> 1.16, gpt2-causal 0.598 -> 0.496, 4096 tokens 10.2 -> 8.89, 4096 causal
+// 5.81 -> 5.02; but long-single (one head of 16384 queries) 13.7 -> 16.2. Likely why: its 1024
+// blocks are one wave of the 32-key kernel (8 blocks per SM, by registers) and 1.3 of this one
+// (6 per SM, by its 34 KiB of shared memory); blocks of 48 keys measured the same there. At
+// heads of 128 the keys' block (32 KiB) and the running state (24 KiB) alone pass the 48 KiB of
+// shared memory Halide 21's CUDA runtime launches a kernel with (CUDA_ERROR_INVALID_VALUE).
+GpuScheduleKnobs small_head_flash_knobs(const GpuScheduleKnobs &resolved) {
+    GpuScheduleKnobs k = resolved;
+    k.gpu_key_block = resolved.gpu_small_head_key_block;
+    k.gpu_value_tile = resolved.gpu_small_head_value_tile;
     return k;
 }
 

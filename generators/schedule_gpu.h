@@ -45,6 +45,14 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &knobs);
 // no q_len x kv_len buffer.
 void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs &knobs);
 
+// Calls whose key and value head sizes are both at most kSmallFlashHead run a second flash
+// kernel, with the knobs small_head_flash_knobs gives (gpu_small_head_key_block and
+// gpu_small_head_value_tile in place of gpu_key_block and gpu_value_tile). Its larger key blocks
+// and value tiles need more shared memory per head feature than a launch may have at heads of
+// 128 (schedule_gpu.cpp).
+constexpr int kSmallFlashHead = 64;
+GpuScheduleKnobs small_head_flash_knobs(const GpuScheduleKnobs &resolved);
+
 // Keys per split of the GPU's split-KV decode (define_decode_attention with DecodeSplit::Fixed):
 // a block keeps a split's scores and probabilities in shared memory, so the split is a constant.
 // 256 keys make 16 blocks per key/value head at a cache of 4096: 128 blocks for llama3-8b-decode's

@@ -36,13 +36,15 @@
 
 // GPU blocks (schedule_gpu.cpp): projection rows a multiple of its 4-row thread tile, query
 // blocks and key tiles that keep a block within 1024 threads; the flash kernel's query block a
-// multiple of its query tile, its key block a multiple of 16.
+// multiple of its query tile, its key blocks multiples of 16.
 #define ATTNGEN_GPU_SCHEDULE_KNOBS(KNOB)                                                           \
     KNOB(gpu_gemm_rows, 128, (8, 16, 32, 64), "rows of a GPU projection block")                    \
     KNOB(gpu_query_block, 64, (4, 8, 16, 32), "queries per GPU attention block")                   \
     KNOB(gpu_key_block, 128, (16, 32, 64), "keys per shared-memory tile of GPU probs x values")    \
     KNOB(gpu_query_tile, 8, (1, 2, 4), "queries per thread of the GPU flash attention's register tiles") \
-    KNOB(gpu_value_tile, 8, (1, 2, 4), "value features per thread of the GPU flash attention's probs x values tile")
+    KNOB(gpu_value_tile, 8, (1, 2, 4), "value features per thread of the GPU flash attention's probs x values tile") \
+    KNOB(gpu_small_head_key_block, 128, (32, 64), "gpu_key_block where both head sizes are at most 64") \
+    KNOB(gpu_small_head_value_tile, 8, (2, 4), "gpu_value_tile where both head sizes are at most 64")
 
 #define ATTNGEN_SCHEDULE_KNOBS(KNOB) ATTNGEN_CPU_SCHEDULE_KNOBS(KNOB) ATTNGEN_GPU_SCHEDULE_KNOBS(KNOB)
 // clang-format on

@@ -95,6 +95,31 @@ TEST_F(DeviceTest, FlashRegisterTileEdges) {
         }
     }
 }
+// Calls whose key and value heads both have at most 64 features run the flash kernel of
+// 64-key blocks and 2 x 4 tiles, others the one of 32-key blocks and 2 x 2 (kSmallFlashHead,
+// generators.cpp's attention()): heads on either side of the limit, each of the two head sizes
+// alone past it, and key counts around one and two blocks of 64.
+TEST_F(DeviceTest, FlashKernelChosenByHeadSize) {
+    struct Heads {
+        int head, v_head;
+    };
+    for (Heads s : {Heads{64, 64}, Heads{65, 65}, Heads{64, 65}, Heads{65, 64}, Heads{16, 64}}) {
+        for (int kv_len : {63, 65, 129}) {
+            for (attngen_causal causal : {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
+                Tester()
+                    .d_model(2 * s.head)
+                    .num_heads(2)
+                    .v_head_dim(s.v_head)
+                    .batch(1)
+                    .q_len(17)
+                    .kv_len(kv_len)
+                    .causal(causal)
+                    .with_weights(false)
+                    .Test();
+            }
+        }
+    }
+}
 // Projections of more than 8 rows and at most 2^20 outputs (rows x output features) take
 // tiles of 4 x 2 in blocks of 16 rows, larger ones 4 x 4 tiles in blocks of 32
 // (schedule_projection_gpu): rows just past the few-rows path and odd counts within a tile and

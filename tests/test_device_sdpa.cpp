@@ -1,5 +1,5 @@
 // attngen_sdpa_device on CUDA or OpenCL (ATTNGEN_TEST_DEVICE) against the float64 reference:
-// the shapes at the GPU kernels' tile edges (query blocks of 16, key blocks of 32), grouped
+// the shapes at the GPU kernels' tile edges (query blocks of 16, key blocks of 32 and 64), grouped
 // heads, every mask kind, fully masked rows and huge logits, each with and without the weights
 // output (the flash kernel, and the one that keeps the probabilities), and bad input.
 #include <attngen/attngen.h>
@@ -30,11 +30,14 @@ TEST_F(DeviceSdpaTest, SingleElement) {
 TEST_F(DeviceSdpaTest, PrimeSizes) {
     TestWithAndWithoutWeights(Tester().batch(3).heads(5).q_len(7).kv_len(11).dk(13).dv(3));
 }
+// Key blocks of 64 at heads of at most 64 features, of 32 past them (kSmallFlashHead).
 TEST_F(DeviceSdpaTest, QueryAndKeyBlockEdges) {
-    for (int q_len : {15, 16, 17}) {
-        for (int kv_len : {31, 32, 33}) {
-            TestWithAndWithoutWeights(
-                Tester().batch(1).heads(2).q_len(q_len).kv_len(kv_len).dk(8).dv(8));
+    for (int head : {8, 72}) {
+        for (int q_len : {15, 16, 17}) {
+            for (int kv_len : {31, 32, 33, 63, 64, 65}) {
+                TestWithAndWithoutWeights(
+                    Tester().batch(1).heads(2).q_len(q_len).kv_len(kv_len).dk(head).dv(head));
+            }
         }
     }
 }

@@ -29,7 +29,8 @@ done
 case " ${ATTNGEN_GPU_EXPERIMENTS:-sdpa} " in *" sdpa "*) ;; *) exit 0 ;; esac
 
 # sdpa_knobs_runner: one attngen_sdpa kernel per entry of ATTNGEN_SDPA_KNOBS, each
-# query_block_key_block_query_tile_value_tile (schedule_knobs.h's gpu_ knobs). With ATTNGEN_SDPA_API=opencl, an OpenCL build of
+# query_block_key_block_query_tile_value_tile (schedule_knobs.h's gpu_ knobs), at every head size
+# (the small-head knobs set to the same). With ATTNGEN_SDPA_API=opencl, an OpenCL build of
 # them (sdpa_knobs_runner_opencl), whose results PoCL checks on a machine without a GPU.
 api=${ATTNGEN_SDPA_API:-cuda}
 if [ "$api" = opencl ]; then
@@ -47,7 +48,8 @@ for knobs in ${ATTNGEN_SDPA_KNOBS:-16_32_1_1 16_32_2_2 16_64_2_2 32_32_2_2}; do
     IFS=_ read -r q k qt vt <<<"$knobs"
     "$build/generators/attngen_generators" -n "sdpa_v$n" -d 0 -g attngen_sdpa -f "sdpa_v$n" \
         -e object,c_header -o "$sdpa" "target=$target-no_runtime" "gpu_query_block=$q" \
-        "gpu_key_block=$k" "gpu_query_tile=$qt" "gpu_value_tile=$vt"
+        "gpu_key_block=$k" "gpu_query_tile=$qt" "gpu_value_tile=$vt" \
+        "gpu_small_head_key_block=$k" "gpu_small_head_value_tile=$vt"
     echo "#include \"sdpa_v$n.h\"" >>"$sdpa/sdpa_variants.h"
     table+=("{\"q${q}_k${k}_t${qt}x${vt}\", sdpa_v$n}")
     n=$((n + 1))
