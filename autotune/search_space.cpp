@@ -12,7 +12,7 @@ namespace {
 
 // The tuner values of the CPU or the GPU knobs (generators/schedule_knobs.h), by name: the
 // draws below go through the knobs in name order, so a seed gives the same candidates as
-// before the table moved there.
+// before the table moved there (a knob added since changes the draws of those after it).
 std::map<std::string, const ScheduleKnob *> knobs_of(bool gpu) {
     std::map<std::string, const ScheduleKnob *> knobs;
     for (const ScheduleKnob &k : schedule_knobs()) {
@@ -80,7 +80,7 @@ std::vector<Candidate> candidates_in_order(uint32_t seed, size_t random_count,
     for (const std::string &a : autoschedulers) order.push_back(Candidate{{}, a});
     std::mt19937 rng(seed);
     std::set<std::string> seen = {"default"};
-    // The CPU space has 12441600 points, the GPU one 48: stop after enough duplicate draws.
+    // The CPU space has 12441600 points, the GPU one 1728: stop after enough duplicate draws.
     for (size_t tries = 0;
          order.size() < 1 + autoschedulers.size() + random_count && tries < random_count * 20;
          ++tries) {

@@ -36,15 +36,17 @@
 
 // GPU blocks (schedule_gpu.cpp): projection rows a multiple of its 4-row thread tile, query
 // blocks and key tiles that keep a block within 1024 threads; the flash kernel's query block a
-// multiple of its query tile, its key blocks multiples of 16.
+// multiple of its query tile, its key blocks multiples of 16. The small-head flash kernel's
+// limits keep it within the 48 KiB of shared memory a CUDA launch may have at heads of 64
+// (schedule_gpu.h, kSmallFlashHead): 128 keys or value tiles of 8 would pass it.
 #define ATTNGEN_GPU_SCHEDULE_KNOBS(KNOB)                                                           \
     KNOB(gpu_gemm_rows, 128, (8, 16, 32, 64), "rows of a GPU projection block")                    \
     KNOB(gpu_query_block, 64, (4, 8, 16, 32), "queries per GPU attention block")                   \
     KNOB(gpu_key_block, 128, (16, 32, 64), "keys per shared-memory tile of GPU probs x values")    \
     KNOB(gpu_query_tile, 8, (1, 2, 4), "queries per thread of the GPU flash attention's register tiles") \
     KNOB(gpu_value_tile, 8, (1, 2, 4), "value features per thread of the GPU flash attention's probs x values tile") \
-    KNOB(gpu_small_head_key_block, 128, (32, 64), "gpu_key_block where both head sizes are at most 64") \
-    KNOB(gpu_small_head_value_tile, 8, (2, 4), "gpu_value_tile where both head sizes are at most 64")
+    KNOB(gpu_small_head_key_block, 64, (32, 64), "gpu_key_block where both head sizes are at most kSmallFlashHead") \
+    KNOB(gpu_small_head_value_tile, 4, (2, 4), "gpu_value_tile where both head sizes are at most kSmallFlashHead")
 
 #define ATTNGEN_SCHEDULE_KNOBS(KNOB) ATTNGEN_CPU_SCHEDULE_KNOBS(KNOB) ATTNGEN_GPU_SCHEDULE_KNOBS(KNOB)
 // clang-format on

@@ -70,15 +70,17 @@ TEST_F(DeviceTest, FewRowsPathAtItsLimits) {
     // once refused 768 features: "wv_t is accessed at 1471, which is beyond the max (831)").
     Tester().d_model(200).num_heads(4).batch(2).q_len(1).kv_len(3).Test();
 }
-// The flash kernel's register tiles (schedule_flash_attention_gpu): per thread 2 queries x 2
-// keys of scores and 2 value features x 2 queries of probs x values, value features in steps of
-// 32 (16 threads x 2). Heads one short of and one past a step and past two, odd query counts
-// (the last thread's second query lies past the end), keys past one block of 32, each without a
-// mask and with both causal alignments (top-left skips the first query block's second key
-// block and cuts the diagonal block short; bottom-right, with 18 more keys than queries, cuts
-// only the last block).
+// The flash kernels' register tiles (schedule_flash_attention_gpu). Heads past 64 features run
+// blocks of 32 keys, per thread 2 queries x 2 keys of scores and 2 value features x 2 queries of
+// probs x values, value features in steps of 32 (16 threads x 2); heads of at most 64 run blocks
+// of 64 keys and 4 value features, steps of 64 (kSmallFlashHead). Heads one short of and one
+// past a step, odd query counts (the last thread's second query lies past the end), keys past
+// one key block, each without a mask and with both causal alignments (top-left skips the first
+// query block's second key block and cuts the diagonal block short; bottom-right cuts only the
+// last block).
 TEST_F(DeviceTest, FlashRegisterTileEdges) {
-    for (int head : {31, 33, 65}) {
+    for (int head : {31, 33, 63, 65, 95, 97}) {
+        const int block_keys = head <= 64 ? 64 : 32;
         for (int q_len : {15, 17}) {
             for (attngen_causal causal :
                  {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_TOP_LEFT, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
@@ -87,7 +89,7 @@ TEST_F(DeviceTest, FlashRegisterTileEdges) {
                     .num_heads(2)
                     .batch(2)
                     .q_len(q_len)
-                    .kv_len(q_len + 18)
+                    .kv_len(block_keys + 3)
                     .causal(causal)
                     .with_weights(false)
                     .Test();
@@ -98,13 +100,33 @@ TEST_F(DeviceTest, FlashRegisterTileEdges) {
 // Calls whose key and value heads both have at most 64 features run the flash kernel of
 // 64-key blocks and 2 x 4 tiles, others the one of 32-key blocks and 2 x 2 (kSmallFlashHead,
 // generators.cpp's attention()): heads on either side of the limit, each of the two head sizes
-// alone past it, and key counts around one and two blocks of 64.
+// alone past it, and key counts around one and two blocks of 64. On CUDA the cases with a head
+// of 128 also check the choice: the 64-key kernel asks for more shared memory there than a
+// launch may have.
 TEST_F(DeviceTest, FlashKernelChosenByHeadSize) {
     struct Heads {
         int head, v_head;
     };
-    for (Heads s : {Heads{64, 64}, Heads{65, 65}, Heads{64, 65}, Heads{65, 64}, Heads{16, 64}}) {
-        for (int kv_len : {63, 65, 129}) {
+    for (Heads s : {Heads{64, 64}, Heads{16, 64}}) {
+        for (int kv_len : {63, 64, 65, 127, 128, 129}) {
+            for (attngen_causal causal :
+                 {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_TOP_LEFT, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
+                Tester()
+                    .d_model(2 * s.head)
+                    .num_heads(2)
+                    .v_head_dim(s.v_head)
+                    .batch(1)
+                    .q_len(17)
+                    .kv_len(kv_len)
+                    .causal(causal)
+                    .with_weights(false)
+                    .Test();
+            }
+        }
+    }
+    for (Heads s : {Heads{65, 65}, Heads{64, 65}, Heads{65, 64}, Heads{128, 64}, Heads{64, 128},
+                    Heads{128, 128}}) {
+        for (int kv_len : {65, 129}) {
             for (attngen_causal causal : {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
                 Tester()
                     .d_model(2 * s.head)

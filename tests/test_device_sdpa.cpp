@@ -86,6 +86,23 @@ TEST_F(DeviceSdpaTest, AllMasksCombined) {
                                   .bool_mask(2)
                                   .additive(1, 4));
 }
+// The masks across several key blocks of both flash kernels: heads of 8 run blocks of 64 keys,
+// heads of 72 blocks of 32 (kSmallFlashHead).
+TEST_F(DeviceSdpaTest, MasksAcrossKeyBlocksOfBothKernels) {
+    for (int head : {8, 72}) {
+        for (int kv_len : {70, 130}) {
+            const SdpaTester base =
+                Tester().batch(2).heads(2).q_len(9).kv_len(kv_len).dk(head).dv(head);
+            for (attngen_causal c : {ATTNGEN_CAUSAL_TOP_LEFT, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
+                TestWithAndWithoutWeights(SdpaTester(base).causal(c));
+            }
+            TestWithAndWithoutWeights(SdpaTester(base).kv_lengths({kv_len - 3, 0}));
+            TestWithAndWithoutWeights(SdpaTester(base).bool_mask(2));
+            TestWithAndWithoutWeights(SdpaTester(base).additive(2, 2, 0.3));
+            TestWithAndWithoutWeights(SdpaTester(base).qk_range(-300.0f, 300.0f));
+        }
+    }
+}
 TEST_F(DeviceSdpaTest, HugeLogits) {
     TestWithAndWithoutWeights(
         Tester().batch(1).heads(2).q_len(4).kv_len(35).dk(8).dv(8).qk_range(-300.0f, 300.0f));
