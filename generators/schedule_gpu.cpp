@@ -40,6 +40,9 @@ constexpr int kShortBlockRows = 16;
 constexpr int kFewRows = 8;
 constexpr int kFewRowsSplit = 32;
 
+// The flash kernel's score tiles: reduction steps per unrolled loop iteration.
+constexpr int kFlashScoreUnroll = 4;
+
 // Score threads keep a 4 keys x 4 queries register tile for the same reason.
 constexpr int kScoreThreadTile = 4;
 constexpr int kScoreBlockKeys = 64, kScoreBlockQueries = 32;
@@ -65,15 +68,20 @@ Var gpu_query_blocks(Func f, const Var &x, const Var &i, const Var &h, const Var
 // constant loop extent unrolling needs, and bound_storage the constant size registers need. Reads
 // past the edge are safe because every such stage reads padded weights and clamped rows.
 // reduction[0] (innermost) is unrolled by `unrolled` steps: the loads of consecutive steps are
-// then independent, and ptxas schedules them ahead of the FMAs that use them.
+// then independent, and ptxas schedules them ahead of the FMAs that use them. With vector_x, x
+// is a vector instead of unrolled, so that an operand dense along x is one wide load.
 void register_tile_stages(Stage pure, Stage update, const Var &x, const Var &y,
-                          const std::vector<RVar> &reduction, int x_tile, int y_tile,
-                          int unrolled) {
+                          const std::vector<RVar> &reduction, int x_tile, int y_tile, int unrolled,
+                          bool vector_x = false) {
     Var xo("xo"), xi("xi"), yo("yo"), yi("yi");
     pure.split(x, xo, xi, x_tile, TailStrategy::RoundUp)
         .split(y, yo, yi, y_tile, TailStrategy::RoundUp)
-        .unroll(xi)
         .unroll(yi);
+    if (vector_x) {
+        pure.vectorize(xi);
+    } else {
+        pure.unroll(xi);
+    }
     std::vector<VarOrRVar> order = {xi, yi};
     if (unrolled > 1) {
         RVar ro(reduction[0].name() + "_o"), ri(reduction[0].name() + "_i");
@@ -89,14 +97,18 @@ void register_tile_stages(Stage pure, Stage update, const Var &x, const Var &y,
     update.split(x, xo, xi, x_tile, TailStrategy::RoundUp)
         .split(y, yo, yi, y_tile, TailStrategy::RoundUp)
         .reorder(order)
-        .unroll(xi)
         .unroll(yi);
+    if (vector_x) {
+        update.vectorize(xi);
+    } else {
+        update.unroll(xi);
+    }
 }
 
 void register_tile(Func f, const Var &x, const Var &y, const std::vector<RVar> &reduction,
-                   int x_tile, int y_tile, int unrolled = 1) {
+                   int x_tile, int y_tile, int unrolled = 1, bool vector_x = false) {
     f.bound_storage(x, x_tile).bound_storage(y, y_tile);
-    register_tile_stages(f, f.update(), x, y, reduction, x_tile, y_tile, unrolled);
+    register_tile_stages(f, f.update(), x, y, reduction, x_tile, y_tile, unrolled, vector_x);
 }
 
 // A projection's blocks of kWeightPadding features x `rows` rows, each thread a
@@ -168,14 +180,12 @@ GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs k) {
 }
 
 // Blocks of 64 keys with 2 x 4 tiles, against the 32 keys and 2 x 2 tiles every head size can
-// launch with. sdpa on an H200 at heads of 64, both in one process
-// (bench/gpu_experiments/sdpa_knobs_runner, bench/RESULTS.md): bert-512 0.261 -> 0.176 ms,
-// bert-512-b8 1.31 -> 1.16, gpt2-causal 0.598 -> 0.496, 4096 tokens 10.2 -> 8.89, 4096 causal
-// 5.81 -> 5.02; but long-single (one head of 16384 queries) 13.7 -> 16.2. Likely why: its 1024
-// blocks are one wave of the 32-key kernel (8 blocks per SM, by registers) and 1.3 of this one
-// (6 per SM, by its 34 KiB of shared memory); blocks of 48 keys measured the same there. At
-// heads of 128 the keys' block (32 KiB) and the running state (24 KiB) alone pass the 48 KiB of
-// shared memory Halide 21's CUDA runtime launches a kernel with (CUDA_ERROR_INVALID_VALUE).
+// launch with. sdpa on an H200 at heads of 64, both in one process, with the score tiles' wide
+// key loads (bench/gpu_experiments/sdpa_knobs_runner, bench/RESULTS.md): bert-512 0.255 -> 0.176
+// ms, bert-512-b8 1.34 -> 1.09, gpt2-causal 0.600 -> 0.466, long-single 13.8 -> 13.3, 4096
+// tokens 10.4 -> 8.37, 4096 causal 5.86 -> 4.76. At heads of 128 the keys' block (32 KiB) and
+// the running state (24 KiB) alone pass the 48 KiB of shared memory Halide 21's CUDA runtime
+// launches a kernel with (CUDA_ERROR_INVALID_VALUE).
 GpuScheduleKnobs small_head_flash_knobs(const GpuScheduleKnobs &resolved) {
     GpuScheduleKnobs k = resolved;
     k.gpu_key_block = resolved.gpu_small_head_key_block;
@@ -382,7 +392,17 @@ void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs
         .unroll(jx)
         .unroll(sx);
     a.packed.score.compute_at(a.block_logits, jt);
-    register_tile(a.packed.score, j, i, {a.packed.r_dot}, key_tile, query_tile);
+    // A thread's keys are consecutive in the shared copy below: one wide load per step of the
+    // dot product, not one per key (ld.shared.v4 at blocks of 64 keys), and the reduction
+    // unrolled so that the query loads of consecutive steps are independent. On an H200, both
+    // schedules in one call (bench/RESULTS.md), the 64-key kernel: bert-512-b8 1.16 -> 1.09 ms,
+    // gpt2-causal 0.493 -> 0.466, 4096 tokens 8.95 -> 8.37, long-single 16.2 -> 13.3 (it had
+    // lost to the 32-key kernel there); the 32-key kernel within 1.5% either way.
+    register_tile(a.packed.score, j, i, {a.packed.r_dot}, key_tile, query_tile, kFlashScoreUnroll,
+                  true);
+    // Without a boolean or additive mask, a specialization drops their loads: each logit loaded
+    // a byte of the boolean mask and a float of the additive one whether or not they were set.
+    a.block_logits.specialize(!a.mask.has_additive && !a.mask.has_bool_mask);
     // The step's keys in shared memory, keys innermost, so that a warp's score threads read
     // neighbouring keys of one feature (from the keys' layout, 16 rows 4 * dk bytes apart; ncu
     // on an H100: L1/TEX throughput 94%, compute 26%). Stand-alone sdpa there, float32, before
