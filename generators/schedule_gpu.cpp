@@ -183,7 +183,7 @@ GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs k) {
 // launch with. sdpa on an H200 at heads of 64, both in one process, with the score tiles' wide
 // key loads (bench/gpu_experiments/sdpa_knobs_runner, bench/RESULTS.md): bert-512 0.255 -> 0.176
 // ms, bert-512-b8 1.34 -> 1.09, gpt2-causal 0.600 -> 0.466, long-single 13.8 -> 13.3, 4096
-// tokens 10.4 -> 8.37, 4096 causal 5.86 -> 4.76. At heads of 128 the keys' block (32 KiB) and
+// tokens 10.4 -> 8.38, 4096 causal 5.86 -> 4.76. At heads of 128 the keys' block (32 KiB) and
 // the running state (24 KiB) alone pass the 48 KiB of shared memory Halide 21's CUDA runtime
 // launches a kernel with (CUDA_ERROR_INVALID_VALUE).
 GpuScheduleKnobs small_head_flash_knobs(const GpuScheduleKnobs &resolved) {
@@ -395,13 +395,18 @@ void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs
     // A thread's keys are consecutive in the shared copy below: one wide load per step of the
     // dot product, not one per key (ld.shared.v4 at blocks of 64 keys), and the reduction
     // unrolled so that the query loads of consecutive steps are independent. On an H200, both
-    // schedules in one call (bench/RESULTS.md), the 64-key kernel: bert-512-b8 1.16 -> 1.09 ms,
-    // gpt2-causal 0.493 -> 0.466, 4096 tokens 8.95 -> 8.37, long-single 16.2 -> 13.3 (it had
-    // lost to the 32-key kernel there); the 32-key kernel within 1.5% either way.
+    // schedules in one call (bench/RESULTS.md), the 64-key kernel: bert-512-b8 1.16 -> 1.10 ms,
+    // gpt2-causal 0.493 -> 0.466, 4096 tokens 8.96 -> 8.38, long-single 16.2 -> 13.3 (it had
+    // lost to the 32-key kernel there), bert-512 0.173 -> 0.176; the 32-key kernel within 1.5%
+    // either way. Tiles of other than 2, 4 or 8 keys stay unrolled scalars: with 3-wide vectors
+    // (blocks of 48 keys) the results were wrong through PoCL (sdpa_knobs_runner_opencl).
+    const bool wide_keys = key_tile == 2 || key_tile == 4 || key_tile == 8;
     register_tile(a.packed.score, j, i, {a.packed.r_dot}, key_tile, query_tile, kFlashScoreUnroll,
-                  true);
+                  wide_keys);
     // Without a boolean or additive mask, a specialization drops their loads: each logit loaded
     // a byte of the boolean mask and a float of the additive one whether or not they were set.
+    // The specialization copies block_logits' schedule as it is here: a stage directive added
+    // below would reach only the masked version.
     a.block_logits.specialize(!a.mask.has_additive && !a.mask.has_bool_mask);
     // The step's keys in shared memory, keys innermost, so that a warp's score threads read
     // neighbouring keys of one feature (from the keys' layout, 16 rows 4 * dk bytes apart; ncu

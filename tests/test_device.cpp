@@ -23,9 +23,10 @@ class DeviceTest : public DeviceAvailableTest {
     static MhaTester Tester() { return MhaTester().device(DeviceUnderTest()); }
 };
 
-// Shapes at the GPU schedule's tile edges: query blocks of 16, key tiles of 32, projection
-// blocks of 64 features by 16 rows and 4 x 2 register tiles (by 32 rows and 4 x 4 past 2^20
-// outputs: ShortProjectionLimits), each hit exactly and missed by one.
+// Shapes at the GPU schedule's tile edges: query blocks of 16, key blocks of 32 (64 at small
+// heads: FlashKernelChosenByHeadSize), projection blocks of 64 features by 16 rows and 4 x 2
+// register tiles (by 32 rows and 4 x 4 past 2^20 outputs: ShortProjectionLimits), each hit
+// exactly and missed by one.
 TEST_F(DeviceTest, SingleElement) {
     Tester().d_model(1).num_heads(1).batch(1).q_len(1).kv_len(1).TestWithAndWithoutWeights();
 }
@@ -107,20 +108,23 @@ TEST_F(DeviceTest, FlashKernelChosenByHeadSize) {
     struct Heads {
         int head, v_head;
     };
+    const auto run = [](Heads s, int kv_len, attngen_causal causal) {
+        Tester()
+            .d_model(2 * s.head)
+            .num_heads(2)
+            .v_head_dim(s.v_head)
+            .batch(1)
+            .q_len(17)
+            .kv_len(kv_len)
+            .causal(causal)
+            .with_weights(false)
+            .Test();
+    };
     for (Heads s : {Heads{64, 64}, Heads{16, 64}}) {
         for (int kv_len : {63, 64, 65, 127, 128, 129}) {
             for (attngen_causal causal :
                  {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_TOP_LEFT, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
-                Tester()
-                    .d_model(2 * s.head)
-                    .num_heads(2)
-                    .v_head_dim(s.v_head)
-                    .batch(1)
-                    .q_len(17)
-                    .kv_len(kv_len)
-                    .causal(causal)
-                    .with_weights(false)
-                    .Test();
+                run(s, kv_len, causal);
             }
         }
     }
@@ -128,16 +132,7 @@ TEST_F(DeviceTest, FlashKernelChosenByHeadSize) {
                     Heads{128, 128}}) {
         for (int kv_len : {65, 129}) {
             for (attngen_causal causal : {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
-                Tester()
-                    .d_model(2 * s.head)
-                    .num_heads(2)
-                    .v_head_dim(s.v_head)
-                    .batch(1)
-                    .q_len(17)
-                    .kv_len(kv_len)
-                    .causal(causal)
-                    .with_weights(false)
-                    .Test();
+                run(s, kv_len, causal);
             }
         }
     }
@@ -304,6 +299,19 @@ TEST_F(DeviceTest, AllMasksCombined) {
         .bool_mask(2)
         .additive(1, 3)
         .TestWithAndWithoutWeights();
+    // Heads past 64 features (the 32-key flash kernel), keys past two of its blocks.
+    Tester()
+        .d_model(2 * 72)
+        .num_heads(2)
+        .batch(2)
+        .q_len(7)
+        .kv_len(70)
+        .causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT)
+        .kv_lengths({70, 40})
+        .bool_mask(2)
+        .additive(1, 3)
+        .with_weights(false)
+        .Test();
 }
 TEST_F(DeviceTest, HugeLogits) {
     Tester()
