@@ -309,7 +309,7 @@ TEST_F(DeviceTest, AllMasksCombined) {
         .causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT)
         .kv_lengths({70, 40})
         .bool_mask(2)
-        .additive(1, 3)
+        .additive(1, 2)
         .with_weights(false)
         .Test();
 }
