@@ -22,9 +22,10 @@ const char *device_name(attngen_device device);
 attngen_status require_known_device(int32_t device, const char *what);
 
 // The largest head size (of queries and keys, and of values) a CUDA call takes: the flash
-// kernel keeps a block of keys and its queries' running state in shared memory (4 x (32 dk +
-// 48 dv rounded up to 32 + 800) bytes in the launch Halide computes for
-// schedule_flash_attention_gpu: 44 KiB at 128 and 128), and Halide 21's CUDA runtime launches
+// kernel keeps a block of keys and its queries' running state in shared memory (for heads past
+// kSmallFlashHead, 4 x (32 dk + 48 dv rounded up to 32 + 800) bytes in the launch Halide
+// computes for schedule_flash_attention_gpu: 44 KiB at 128 and 128; smaller heads run a kernel
+// of 64-key blocks, 33.9 KB at 64 and 64), and Halide 21's CUDA runtime launches
 // no kernel with more than 48 KiB; one that asks for more fails with CUDA_ERROR_INVALID_VALUE
 // (measured on an H200 with blocks of 64 keys at heads of 128). Which heads past 128 overflow
 // depends on both sizes (dk 256 with dv 64 fits, dk = dv = 136 does not); this bound is the
