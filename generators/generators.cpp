@@ -170,9 +170,16 @@ class AttngenGenerator : public Generator<T> {
         if (weights == nullptr && !this->using_autoscheduler()) {
             const CpuScheduleKnobs knobs = resolve_cpu_knobs(cpu_knobs(), t);
             const Expr query_block = flash_query_block(knobs, t, kv_len, dk, dv, mask.causal);
+            // Bfloat16 products on CPUs without a bfloat16 dot product: the float32 kernel over
+            // operands rounded to bfloat16 (PackedScore::rounded). The pairs' 16-bit operands
+            // took a widening per key or value vector and a load, shift and broadcast per row,
+            // on the ports of the FMAs. mha_forward_bf16, AVX-512 variant, Intel Xeon (model
+            // 207), 2 threads, scripts/ab_runs.py against the pairs: long-single 1.24x (4
+            // rounds), bert-128 and bert-512 1.12x, gpt2-causal 1.03x (3 rounds); AVX2
+            // variant, same host, 3 rounds: long-single 1.74x, bert-512 1.24x, gpt2-causal 1.10x.
             FlashAttentionStage a = define_flash_attention(
                 q, k, v, dk, dv, q_len, kv_len, group, scale, mask, query_block, knobs.key_block,
-                false, products, cpu_value_tile(knobs, t));
+                false, products, cpu_value_tile(knobs, t), !has_bfloat16_dot_product(t));
             a.packed.sources_unrotated = unrotated;
             schedule_flash_attention_cpu(a, t, knobs);
             return a.out;

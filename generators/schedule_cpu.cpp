@@ -1076,7 +1076,7 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     align_value_tiles(a.packed, a.block_out.in(), c);
     std::vector<Func> per_key_block = {a.block_logits,   a.max_lanes, a.block_max, a.block_probs,
                                        a.block_out.in(), a.sum_lanes, a.block_sum};
-    if (a.packed.paired) {
+    if (a.probs_operand.defined()) {
         a.probs_operand.compute_at(key_block_step).vectorize(jj, vec);
         per_key_block.push_back(a.probs_operand);
     }

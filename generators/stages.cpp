@@ -373,10 +373,28 @@ Expr exp_nonpositive(const Expr &x) {
     return select(x < -87.0f, 0.0f, poly * two_to_n);
 }
 
+namespace {
+
+// The float32 path's queries and score (define_packed_score). Dot products start from their
+// first term, as every reduction into a register tile does (see define_projection): dk,
+// kv_len and key blocks are at least 1.
+template <typename Operand>
+PackedScore finish_float_score(PackedScore &p, const Func &q, const Expr &row, const Expr &kv_head,
+                               const Operand &operand) {
+    Var i("i"), j("j"), d("d"), h("h"), b("b");
+    p.q_operand(d, i, h, b) = operand(q(d, row, h, b));
+    p.r_dot = RDom(1, p.dk - 1, "r_dot");
+    p.score(j, i, h, b) = p.q_operand(0, i, h, b) * p.k_packed(j, 0, kv_head, b);
+    p.score(j, i, h, b) += p.q_operand(p.r_dot, i, h, b) * p.k_packed(j, p.r_dot, kv_head, b);
+    return p;
+}
+
+}  // namespace
+
 PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, const Expr &dk,
                                 const Expr &dv, const Expr &q_len, const Expr &kv_len,
                                 const Expr &group, const Type &products, bool key_panels,
-                                int value_tile) {
+                                int value_tile, bool float_operand) {
     if (products != Float(32) && products != BFloat(16)) {
         throw CompileError("attention products in " + type_name(products) +
                            ": only float32 and bfloat16 are defined");
@@ -385,7 +403,11 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
     p.dk = dk;
     p.group = group;
     p.head_elements = kv_len * max(dk, dv);
-    p.paired = products == BFloat(16);
+    p.paired = products == BFloat(16) && !float_operand;
+    p.rounded = products == BFloat(16) && float_operand;
+    const auto operand = [&](const Expr &x) {
+        return p.rounded ? cast<float>(cast(products, x)) : x;
+    };
     Var j("j"), i("i"), c("c"), d("d"), h("h"), b("b"), e("e"), pair("p");
     // Packing clamps the indices a schedule rounds up (whole vectors of features, register
     // tiles or key blocks past the last key), so no read leaves the inputs.
@@ -394,7 +416,7 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
     // them and reads it back at a plain stride. (Staged from `k` itself, the tile was indexed by
     // the clamped key, and its every read-back vector a gather with index arithmetic.)
     Func k_rows("k_rows");
-    k_rows(d, j, h, b) = k(d, key_row, h, b);
+    k_rows(d, j, h, b) = operand(k(d, key_row, h, b));
     p.k_source = k_rows;
     // Rows of keys, (j, d, h, b), for bfloat16 pairs and for keys not in panels.
     if (p.paired || !key_panels) {
@@ -441,7 +463,7 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         p.k_packed = p.k_transposed;
     }
     p.v_packed = Func("v_packed");
-    p.v_packed(c, j, h, b) = v(clamp(c, 0, dv - 1), key_row, h, b);
+    p.v_packed(c, j, h, b) = operand(v(clamp(c, 0, dv - 1), key_row, h, b));
     p.values = p.v_packed;
     if (value_tile > 0) {
         // A register tile narrower than the head reads a slice of every value row, so its keys'
@@ -466,27 +488,26 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         // values_in_place is false, so that an unsimplified select loads nothing past a head.
         // Halide skips the panels' loop and allocation when nothing reads them.
         p.value_tile = value_tile;
+        Var cl("cl"), cp("cp");
+        p.v_panels = Func("v_panels");
+        p.v_panels(cl, j, cp, h, b) = operand(v(min(cp * value_tile + cl, dv - 1), key_row, h, b));
+        p.values = Func("values");
+        if (p.rounded) {
+            // Rounded values are a copy: never read in place.
+            p.values(c, j, h, b) = p.v_panels(c % value_tile, j, c / value_tile, h, b);
+            return finish_float_score(p, q, row, kv_head, operand);
+        }
         const Expr head_bytes = cast<int64_t>(kv_len) * dv * int(sizeof(float));
         p.values_in_place =
             dv == value_tile || (dv % value_tile == 0 && head_bytes <= Expr(kValuesInPlaceBytes));
-        Var cl("cl"), cp("cp");
-        p.v_panels = Func("v_panels");
-        p.v_panels(cl, j, cp, h, b) = v(min(cp * value_tile + cl, dv - 1), key_row, h, b);
         const Expr feature =
             select(p.values_in_place, unsafe_promise_clamped(c, 0, dv - 1), clamp(c, 0, dv - 1));
         const Expr key_in_place = min(likely(j), kv_len - 1);
-        p.values = Func("values");
         p.values(c, j, h, b) = select(p.values_in_place, v(feature, key_in_place, h, b),
                                       p.v_panels(c % value_tile, j, c / value_tile, h, b));
     }
 
-    // Dot products start from their first term, as every reduction into a register tile does
-    // (see define_projection): dk, kv_len and key blocks are at least 1.
-    p.q_operand(d, i, h, b) = q(d, row, h, b);
-    p.r_dot = RDom(1, dk - 1, "r_dot");
-    p.score(j, i, h, b) = p.q_operand(0, i, h, b) * p.k_packed(j, 0, kv_head, b);
-    p.score(j, i, h, b) += p.q_operand(p.r_dot, i, h, b) * p.k_packed(j, p.r_dot, kv_head, b);
-    return p;
+    return finish_float_score(p, q, row, kv_head, operand);
 }
 
 AttentionStage define_attention(const Func &q, const Func &k, const Func &v, const Expr &dk,

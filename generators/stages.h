@@ -218,6 +218,10 @@ struct PackedScore {
     Halide::Expr group;            // query heads per key/value head
     Halide::Expr head_elements;    // of one key/value head's keys or values, whichever more
     bool paired = false;
+    // Bfloat16 products without pairs (define_packed_score's float_operand): the queries, keys
+    // and values are rounded to bfloat16 where they are packed and held as float32, and the
+    // float32 path multiplies them. The products are the pairs' own, exact in float32.
+    bool rounded = false;
     // Defined when the queries and the keys k_source reads are rotations left inline
     // (apply_rope), which the CPU schedules compute where they pack them (q_operand, and
     // k_transposed or k_panels): true at run time when nothing rotates. Those stages specialize
@@ -229,7 +233,8 @@ PackedScore define_packed_score(const Halide::Func &q, const Halide::Func &k, co
                                 const Halide::Expr &q_len, const Halide::Expr &kv_len,
                                 const Halide::Expr &group,
                                 const Halide::Type &products = Halide::Float(32),
-                                bool key_panels = false, int value_tile = 0);
+                                bool key_panels = false, int value_tile = 0,
+                                bool float_operand = false);
 
 // The logits score * scale + additive mask, and which of them are masked (causal, key lengths,
 // boolean mask, or an additive -inf), as Funcs of (j, i, h, b). Keys past kv_len are masked.
@@ -294,6 +299,7 @@ struct FlashAttentionStage {
     Halide::Func block_out;    // (c, kb, ii, qb, h, b): block_probs x values
     // Paired (bfloat16 products, PackedScore): block_probs in bfloat16, the operand of
     // block_out, whose reduction r_block_keys then runs over (e, p), key 2 p + e of the block.
+    // Rounded (PackedScore::rounded): block_probs rounded to bfloat16, held as float32.
     // The sums of the softmax keep the unrounded probabilities, as FlashAttention's do.
     Halide::Func probs_operand;
     Halide::Func state;  // (c, ii, qb, h, b) -> {acc, running max, running sum}
@@ -312,13 +318,17 @@ struct FlashAttentionStage {
 // may depend on the call (a positive Expr), key_block must be a multiple of kReductionLanes.
 // Both shrink to the problem where it is smaller, unless fixed_blocks: a GPU block's threads
 // and shared memory take the constant sizes. value_tile: as define_packed_score's (the CPU's
-// schedule_cpu.h: cpu_value_tile), for float32 products without fixed_blocks.
-FlashAttentionStage define_flash_attention(
-    const Halide::Func &q, const Halide::Func &k, const Halide::Func &v, const Halide::Expr &dk,
-    const Halide::Expr &dv, const Halide::Expr &q_len, const Halide::Expr &kv_len,
-    const Halide::Expr &group, const Halide::Expr &scale, const MaskInputs &mask,
-    const Halide::Expr &query_block, int key_block, bool fixed_blocks = false,
-    const Halide::Type &products = Halide::Float(32), int value_tile = 0);
+// schedule_cpu.h: cpu_value_tile), for float32 products without fixed_blocks. float_operand:
+// as define_packed_score's, with the probabilities rounded likewise (probs_operand).
+FlashAttentionStage define_flash_attention(const Halide::Func &q, const Halide::Func &k,
+                                           const Halide::Func &v, const Halide::Expr &dk,
+                                           const Halide::Expr &dv, const Halide::Expr &q_len,
+                                           const Halide::Expr &kv_len, const Halide::Expr &group,
+                                           const Halide::Expr &scale, const MaskInputs &mask,
+                                           const Halide::Expr &query_block, int key_block,
+                                           bool fixed_blocks = false,
+                                           const Halide::Type &products = Halide::Float(32),
+                                           int value_tile = 0, bool float_operand = false);
 
 // Attention of a few queries over a KV cache, as decoding runs it (stages_decode.cpp): the
 // queries that share a key/value head are the rows of one problem, the cached keys are split

@@ -15,7 +15,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
                                            const Expr &kv_len, const Expr &group, const Expr &scale,
                                            const MaskInputs &mask, const Expr &query_block,
                                            int key_block, bool fixed_blocks, const Type &products,
-                                           int value_tile) {
+                                           int value_tile, bool float_operand) {
     if (key_block <= 0 || key_block % kReductionLanes != 0) {
         throw CompileError("flash attention needs key_block a positive multiple of " +
                            std::to_string(kReductionLanes) + "; got " + std::to_string(key_block));
@@ -36,10 +36,11 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     const Var &kb = a.kb, &jj = a.jj, &ii = a.ii, &qb = a.qb;
 
     // Key panels on the CPU, where a score tile's keys start at a multiple of kKeyPanel (key
-    // blocks are multiples of it), for float32 products only: bfloat16 pairs in panels measured
+    // blocks are multiples of it), for float32 operands only: bfloat16 pairs in panels measured
     // level (bench/RESULTS.md), so they keep the transposed rows.
     a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len, group, products,
-                                   !fixed_blocks && products == Float(32), value_tile);
+                                   !fixed_blocks && (products == Float(32) || float_operand),
+                                   value_tile, float_operand);
     const MaskedLogits logits = define_masked_logits(a.packed.score, scale, mask, q_len, kv_len);
     const Expr lowest = logits.masked_value;
     const Expr key = kb * kblock + jj;
@@ -126,12 +127,20 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
             cast<float>(a.probs_operand(2 * pair + e, kb, ii, qb, h, b)) *
             cast<float>(a.packed.v_packed(e, c, kb * (kblock / 2) + pair, h / group, b));
     } else {
+        Func probs = a.block_probs;
+        if (a.packed.rounded) {
+            // Rounded apart from the sum, which adds them unrounded as the pairs' path does.
+            a.probs_operand = Func("probs_operand");
+            a.probs_operand(jj, kb, ii, qb, h, b) =
+                cast<float>(cast(products, a.block_probs(jj, kb, ii, qb, h, b)));
+            probs = a.probs_operand;
+        }
         a.r_block_keys = RDom(1, kblock - 1, "r_block_keys");
         a.r_block_keys.where(a.r_block_keys <= last_key_in_block);
         a.block_out(c, kb, ii, qb, h, b) =
-            a.block_probs(0, kb, ii, qb, h, b) * a.packed.values(c, kb * kblock, h / group, b);
+            probs(0, kb, ii, qb, h, b) * a.packed.values(c, kb * kblock, h / group, b);
         a.block_out(c, kb, ii, qb, h, b) +=
-            a.block_probs(a.r_block_keys, kb, ii, qb, h, b) *
+            probs(a.r_block_keys, kb, ii, qb, h, b) *
             a.packed.values(c, kb * kblock + a.r_block_keys, h / group, b);
     }
 
