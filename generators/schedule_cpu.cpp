@@ -207,7 +207,8 @@ void schedule_key_value_packing(const PackedScore &p, int vec) {
 }
 
 // The queries of one query block, computed once per block: with rotary positions they are
-// rotated here, not again at every key tile. Paired, they are rounded to bfloat16 here.
+// rotated here, not again at every key tile. Paired or rounded, they are rounded to bfloat16
+// here.
 void schedule_query_tile(const PackedScore &p, const LoopLevel &block, int vec) {
     Func q = p.q_operand;
     const std::vector<Var> a = q.args();

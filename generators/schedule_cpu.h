@@ -27,9 +27,9 @@ bool has_bfloat16_dot_product(const Halide::Target &target);
 CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs knobs, const Halide::Target &target);
 
 // The features of the CPU attention's probs x values register tile (either algorithm): the
-// value_tile of define_flash_attention and define_attention, so that heads of one tile, or
-// short heads of whole tiles, read their values in place, and longer heads from panels of a
-// tile's features (PackedScore::v_panels).
+// value_tile of define_flash_attention and define_attention, so that heads of one tile (of
+// rows that hold only them), or short heads of whole tiles, read their values in place, and
+// others from panels of a tile's features (PackedScore::v_panels).
 int cpu_value_tile(const CpuScheduleKnobs &knobs, const Halide::Target &target);
 
 // The query block of the flash attention for a call: query_block while a head's keys and

@@ -379,9 +379,10 @@ namespace {
 // first term, as every reduction into a register tile does (see define_projection): dk,
 // kv_len and key blocks are at least 1.
 template <typename Operand>
-PackedScore finish_float_score(PackedScore &p, const Func &q, const Expr &row, const Expr &kv_head,
+PackedScore finish_float_score(PackedScore &p, const Func &q, const Expr &q_len,
                                const Operand &operand) {
     Var i("i"), j("j"), d("d"), h("h"), b("b");
+    const Expr row = clamp(i, 0, q_len - 1), kv_head = h / p.group;
     p.q_operand(d, i, h, b) = operand(q(d, row, h, b));
     p.r_dot = RDom(1, p.dk - 1, "r_dot");
     p.score(j, i, h, b) = p.q_operand(0, i, h, b) * p.k_packed(j, 0, kv_head, b);
@@ -394,7 +395,7 @@ PackedScore finish_float_score(PackedScore &p, const Func &q, const Expr &row, c
 PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, const Expr &dk,
                                 const Expr &dv, const Expr &q_len, const Expr &kv_len,
                                 const Expr &group, const Type &products, bool key_panels,
-                                int value_tile, bool float_operand) {
+                                int value_tile, bool float_operand, const Expr &values_strided) {
     if (products != Float(32) && products != BFloat(16)) {
         throw CompileError("attention products in " + type_name(products) +
                            ": only float32 and bfloat16 are defined");
@@ -495,11 +496,20 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         if (p.rounded) {
             // Rounded values are a copy: never read in place.
             p.values(c, j, h, b) = p.v_panels(c % value_tile, j, c / value_tile, h, b);
-            return finish_float_score(p, q, row, kv_head, operand);
+            return finish_float_score(p, q, q_len, operand);
         }
+        // A head of one tile whose rows hold only it is read in place at any length. Strided
+        // (values_strided: the rows of a projection of several heads), a one-tile head's
+        // slices lie a whole row apart as a narrower tile's do, and long ones are copied
+        // likewise: at long-causal (1024 features, rows 4 KiB apart) the tile's value loads
+        // were 35% of the attention's samples (perf), and mha_forward/long-causal took 1.16x
+        // the time in place (scripts/ab_runs.py, 3 rounds, AVX-512, Intel Xeon); bert-512,
+        // bert-512-b8 and gpt2-causal level (1.02-1.06x, 4 rounds).
         const Expr head_bytes = cast<int64_t>(kv_len) * dv * int(sizeof(float));
-        p.values_in_place =
-            dv == value_tile || (dv % value_tile == 0 && head_bytes <= Expr(kValuesInPlaceBytes));
+        const Expr short_head = dv % value_tile == 0 && head_bytes <= Expr(kValuesInPlaceBytes);
+        Expr one_tile = dv == value_tile;
+        if (values_strided.defined()) one_tile = one_tile && !values_strided;
+        p.values_in_place = one_tile || short_head;
         const Expr feature =
             select(p.values_in_place, unsafe_promise_clamped(c, 0, dv - 1), clamp(c, 0, dv - 1));
         const Expr key_in_place = min(likely(j), kv_len - 1);
@@ -507,7 +517,7 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
                                       p.v_panels(c % value_tile, j, c / value_tile, h, b));
     }
 
-    return finish_float_score(p, q, row, kv_head, operand);
+    return finish_float_score(p, q, q_len, operand);
 }
 
 AttentionStage define_attention(const Func &q, const Func &k, const Func &v, const Expr &dk,

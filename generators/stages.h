@@ -170,13 +170,17 @@ Halide::Expr causal_key_offset(const MaskInputs &mask, const Halide::Expr &q_len
 // feature, and the scores q . k over them: the first stage of both attention algorithms. Keys
 // and values have heads / group heads (grouped-query attention): query head h reads key/value
 // head h / group, and each key/value head is packed once, not once per query head.
-// value_tile > 0 (float32 products) is the features of a schedule's probs x values register
-// tile: `values` reads the values where they are (a head of one tile, or a short head of whole
-// tiles) or from v_panels, and v_packed is not computed.
+// value_tile > 0 (float32 operands) is the features of a schedule's probs x values register
+// tile: `values` reads the values where they are (a head of one tile whose rows hold only it
+// (values_strided false), or a short head of whole tiles) or from v_panels, and v_packed is not
+// computed. values_strided: a bool, true at run time when v's rows hold several heads.
 //
 // With bfloat16 products (`products`), q, k and v are rounded to bfloat16 and the products
-// accumulate in float32, as a handle of that precision asks (attngen_precision). The operands
-// then come in pairs along the reduction, the pair innermost, as the projections' bfloat16
+// accumulate in float32, as a handle of that precision asks (attngen_precision). With
+// float_operand (targets without a bfloat16 dot product) they are rounded where they are packed
+// and held as float32 (PackedScore::rounded), and the float32 path multiplies them, its values
+// always from v_panels. Otherwise the operands
+// come in pairs along the reduction, the pair innermost, as the projections' bfloat16
 // weights do (ProjectionStage::paired), so that a schedule can reduce each pair in one
 // vdpbf16ps lane: k_packed is (e, j, p, hk, b), feature 2 p + e of key j; v_packed is
 // (e, c, p, hk, b), feature c of key 2 p + e; q_operand is (e, p, i, h, b), feature 2 p + e of
@@ -199,7 +203,8 @@ struct PackedScore {
                             // its bfloat16 pairs
     Halide::Func v_packed;  // (c, j, hk, b), readable past dv and kv_len; or pairs
     // What the probs x values products read, as v_packed: v_packed itself, or (value_tile,
-    // below) a choice at run time between v_panels and the values as given, read in place.
+    // below) a choice at run time between v_panels and the values as given, read in place
+    // (v_panels alone where rounded).
     // Read in place, keys past kv_len are clamped to the last but keys below 0 are not: every
     // reader asks for keys j >= 0.
     Halide::Func values;
@@ -234,7 +239,8 @@ PackedScore define_packed_score(const Halide::Func &q, const Halide::Func &k, co
                                 const Halide::Expr &group,
                                 const Halide::Type &products = Halide::Float(32),
                                 bool key_panels = false, int value_tile = 0,
-                                bool float_operand = false);
+                                bool float_operand = false,
+                                const Halide::Expr &values_strided = Halide::Expr());
 
 // The logits score * scale + additive mask, and which of them are masked (causal, key lengths,
 // boolean mask, or an additive -inf), as Funcs of (j, i, h, b). Keys past kv_len are masked.
@@ -320,15 +326,13 @@ struct FlashAttentionStage {
 // and shared memory take the constant sizes. value_tile: as define_packed_score's (the CPU's
 // schedule_cpu.h: cpu_value_tile), for float32 products without fixed_blocks. float_operand:
 // as define_packed_score's, with the probabilities rounded likewise (probs_operand).
-FlashAttentionStage define_flash_attention(const Halide::Func &q, const Halide::Func &k,
-                                           const Halide::Func &v, const Halide::Expr &dk,
-                                           const Halide::Expr &dv, const Halide::Expr &q_len,
-                                           const Halide::Expr &kv_len, const Halide::Expr &group,
-                                           const Halide::Expr &scale, const MaskInputs &mask,
-                                           const Halide::Expr &query_block, int key_block,
-                                           bool fixed_blocks = false,
-                                           const Halide::Type &products = Halide::Float(32),
-                                           int value_tile = 0, bool float_operand = false);
+FlashAttentionStage define_flash_attention(
+    const Halide::Func &q, const Halide::Func &k, const Halide::Func &v, const Halide::Expr &dk,
+    const Halide::Expr &dv, const Halide::Expr &q_len, const Halide::Expr &kv_len,
+    const Halide::Expr &group, const Halide::Expr &scale, const MaskInputs &mask,
+    const Halide::Expr &query_block, int key_block, bool fixed_blocks = false,
+    const Halide::Type &products = Halide::Float(32), int value_tile = 0,
+    bool float_operand = false, const Halide::Expr &values_strided = Halide::Expr());
 
 // Attention of a few queries over a KV cache, as decoding runs it (stages_decode.cpp): the
 // queries that share a key/value head are the rows of one problem, the cached keys are split

@@ -15,7 +15,8 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
                                            const Expr &kv_len, const Expr &group, const Expr &scale,
                                            const MaskInputs &mask, const Expr &query_block,
                                            int key_block, bool fixed_blocks, const Type &products,
-                                           int value_tile, bool float_operand) {
+                                           int value_tile, bool float_operand,
+                                           const Expr &values_strided) {
     if (key_block <= 0 || key_block % kReductionLanes != 0) {
         throw CompileError("flash attention needs key_block a positive multiple of " +
                            std::to_string(kReductionLanes) + "; got " + std::to_string(key_block));
@@ -40,7 +41,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     // level (bench/RESULTS.md), so they keep the transposed rows.
     a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len, group, products,
                                    !fixed_blocks && (products == Float(32) || float_operand),
-                                   value_tile, float_operand);
+                                   value_tile, float_operand, values_strided);
     const MaskedLogits logits = define_masked_logits(a.packed.score, scale, mask, q_len, kv_len);
     const Expr lowest = logits.masked_value;
     const Expr key = kb * kblock + jj;

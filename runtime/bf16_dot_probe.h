@@ -24,8 +24,9 @@ const DotProductRates &process_dot_product_rates();
 // Where vdpbf16ps does two multiply-adds per float32 lane in an FMA's time (AMD Zen 4: 461
 // against 232 GFLOP/s), it does. Where it issues at a quarter of the FMA's rate, half the
 // multiply-adds (an Intel Xeon of family 6, model 207: 162-168 against 322-336 GFLOP/s on 2 cores,
-// attngen_bench fma_peak_bf16 and fma_peak), the float32 variant, widening the same bfloat16
-// values, runs the bfloat16 forward faster.
+// attngen_bench fma_peak_bf16 and fma_peak), the float32 variant, multiplying the same bfloat16
+// values as float32 (widened weights, attention's rounded operands), runs the bfloat16 forward
+// faster.
 bool bf16_dot_product_pays();
 
 }  // namespace attngen::rt

@@ -115,6 +115,21 @@ TEST(MhaGroupedHeads, LongKeysTakeTheFlashPathPerGroup) {
     t.causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT).Test();
 }
 
+// Value heads of one register tile (8, 16 and 64 features: SSE4.1, AVX2 and AVX-512) past the
+// 32 KiB read in place: with one key/value head the flash kernel reads the projected rows where
+// they are, with several it copies them into panels (PackedScore::values_in_place).
+TEST(MhaGroupedHeads, OneTileValueHeadsInPlaceOrCopied) {
+    for (int v_head_dim : {8, 16, 64}) {
+        for (int kv_heads : {1, 2}) {
+            MhaTester t;
+            t.d_model(64).num_heads(2).num_kv_heads(kv_heads).v_head_dim(v_head_dim);
+            t.batch(2).q_len(19).kv_len(1050).kv_lengths({1050, 1031}).with_weights(false);
+            t.Test();
+            t.causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT).Test();
+        }
+    }
+}
+
 TEST(MhaRotary, BothLayoutsFullAndPartial) {
     for (attngen_rope mode : {ATTNGEN_ROPE_HALF, ATTNGEN_ROPE_INTERLEAVED}) {
         for (int rotary_dim : {0, 4, 6}) {  // 0 = head_dim (8)
