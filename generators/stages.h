@@ -171,20 +171,20 @@ Halide::Expr causal_key_offset(const MaskInputs &mask, const Halide::Expr &q_len
 // and values have heads / group heads (grouped-query attention): query head h reads key/value
 // head h / group, and each key/value head is packed once, not once per query head.
 // value_tile > 0 (float32 operands) is the features of a schedule's probs x values register
-// tile: `values` reads the values where they are (a head of one tile whose rows hold only it
-// (values_strided false), or a short head of whole tiles) or from v_panels, and v_packed is not
-// computed. values_strided: a bool, true at run time when v's rows hold several heads.
+// tile: `values` reads the values where they are (a head of one tile whose rows hold only it,
+// or a short head of whole tiles) or from v_panels, and v_packed is not computed.
+// values_strided: a bool, true at run time when v's rows hold several heads.
 //
 // With bfloat16 products (`products`), q, k and v are rounded to bfloat16 and the products
 // accumulate in float32, as a handle of that precision asks (attngen_precision). With
 // float_operand (targets without a bfloat16 dot product) they are rounded where they are packed
 // and held as float32 (PackedScore::rounded), and the float32 path multiplies them, its values
-// always from v_panels. Otherwise the operands
-// come in pairs along the reduction, the pair innermost, as the projections' bfloat16
-// weights do (ProjectionStage::paired), so that a schedule can reduce each pair in one
-// vdpbf16ps lane: k_packed is (e, j, p, hk, b), feature 2 p + e of key j; v_packed is
-// (e, c, p, hk, b), feature c of key 2 p + e; q_operand is (e, p, i, h, b), feature 2 p + e of
-// query i in bfloat16, 0 past dk; and r_dot runs over (e, p).
+// always from v_panels. Otherwise the operands come in pairs along the reduction, the pair
+// innermost, as the projections' bfloat16 weights do (ProjectionStage::paired), so that a
+// schedule can reduce each pair in one vdpbf16ps lane: k_packed is (e, j, p, hk, b), feature
+// 2 p + e of key j; v_packed is (e, c, p, hk, b), feature c of key 2 p + e; q_operand is
+// (e, p, i, h, b), feature 2 p + e of query i in bfloat16, 0 past dk; and r_dot runs over
+// (e, p).
 struct PackedScore {
     // The keys, (d, j, hk, b): a Func of unclamped j that reads k at j clamped to kv_len - 1,
     // which the transposing copy stages (schedule_transpose)
