@@ -74,14 +74,11 @@ void register_tile_stages(Stage pure, Stage update, const Var &x, const Var &y,
                           const std::vector<RVar> &reduction, int x_tile, int y_tile, int unrolled,
                           bool vector_x = false) {
     Var xo("xo"), xi("xi"), yo("yo"), yi("yi");
+    const auto tile_x = [&](Stage s) { vector_x ? s.vectorize(xi) : s.unroll(xi); };
     pure.split(x, xo, xi, x_tile, TailStrategy::RoundUp)
         .split(y, yo, yi, y_tile, TailStrategy::RoundUp)
         .unroll(yi);
-    if (vector_x) {
-        pure.vectorize(xi);
-    } else {
-        pure.unroll(xi);
-    }
+    tile_x(pure);
     std::vector<VarOrRVar> order = {xi, yi};
     if (unrolled > 1) {
         RVar ro(reduction[0].name() + "_o"), ri(reduction[0].name() + "_i");
@@ -98,11 +95,7 @@ void register_tile_stages(Stage pure, Stage update, const Var &x, const Var &y,
         .split(y, yo, yi, y_tile, TailStrategy::RoundUp)
         .reorder(order)
         .unroll(yi);
-    if (vector_x) {
-        update.vectorize(xi);
-    } else {
-        update.unroll(xi);
-    }
+    tile_x(update);
 }
 
 void register_tile(Func f, const Var &x, const Var &y, const std::vector<RVar> &reduction,

@@ -406,9 +406,7 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
     p.head_elements = kv_len * max(dk, dv);
     p.paired = products == BFloat(16) && !float_operand;
     p.rounded = products == BFloat(16) && float_operand;
-    const auto operand = [&](const Expr &x) {
-        return p.rounded ? cast<float>(cast(products, x)) : x;
-    };
+    const auto operand = [&](const Expr &x) { return p.rounded ? round_operand(x, products) : x; };
     Var j("j"), i("i"), c("c"), d("d"), h("h"), b("b"), e("e"), pair("p");
     // Packing clamps the indices a schedule rounds up (whole vectors of features, register
     // tiles or key blocks past the last key), so no read leaves the inputs.

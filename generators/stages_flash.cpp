@@ -133,7 +133,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
             // Rounded apart from the sum, which adds them unrounded as the pairs' path does.
             a.probs_operand = Func("probs_operand");
             a.probs_operand(jj, kb, ii, qb, h, b) =
-                cast<float>(cast(products, a.block_probs(jj, kb, ii, qb, h, b)));
+                round_operand(a.block_probs(jj, kb, ii, qb, h, b), products);
             probs = a.probs_operand;
         }
         a.r_block_keys = RDom(1, kblock - 1, "r_block_keys");
