@@ -109,6 +109,13 @@ class AttngenGenerator : public Generator<T> {
         return gpu_few_rows_path();
     }
 
+    // GPU projections of many outputs get a third, whose operands a block stages in shared
+    // memory (schedule_gpu.h).
+    StagedPath staged_path() const {
+        if (!this->get_target().has_gpu_feature() || this->using_autoscheduler()) return {};
+        return gpu_staged_path();
+    }
+
     // Bfloat16 projection operands as float32 on CPUs without a bfloat16 dot product
     // (define_projection's float_operand). AVX2 variant, mha_forward_bf16/bert-512, Zen 4: each
     // row of the register tile took 4 instructions (a 16-bit load, shift, move and broadcast)
@@ -369,15 +376,15 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         ProjectionStage pq = define_projection(
             "q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1, q_rows,
             bq.dim(0).extent(), packed_weights(wq_t), bounded(bq), storage_type(precision),
-            few_rows_path(), direct_path(), float_operand());
+            few_rows_path(), direct_path(), float_operand(), staged_path());
         ProjectionStage pk = define_projection(
             "k_proj", as_rows(bounded(key), kv_len), key.dim(0).extent(), 1, kv_rows,
             bk.dim(0).extent(), packed_weights(wk_t), bounded(bk), storage_type(precision),
-            few_rows_path(), direct_path(), float_operand());
+            few_rows_path(), direct_path(), float_operand(), staged_path());
         ProjectionStage pv = define_projection(
             "v_proj", as_rows(bounded(value), kv_len), value.dim(0).extent(), 1, kv_rows,
             bv.dim(0).extent(), packed_weights(wv_t), bounded(bv), storage_type(precision),
-            few_rows_path(), direct_path(), float_operand());
+            few_rows_path(), direct_path(), float_operand(), staged_path());
         Func qh = split_heads("q_heads", pq.result, hd, q_len);
         Func kh = split_heads("k_heads", pk.result, hd, kv_len);
         Func vh = split_heads("v_heads", pv.result, v_head_dim, kv_len);
@@ -405,9 +412,10 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         Func merged("merged_heads");
         Var d("d"), g("g"), n("n");
         merged(d, g, n) = attention_out(d, n % q_len, g, n / q_len);
-        ProjectionStage po = define_projection(
-            "out_proj", merged, v_head_dim, heads, q_rows, bo.dim(0).extent(), packed_weights(wo_t),
-            bounded(bo), storage_type(precision), few_rows_path(), direct_path(), float_operand());
+        ProjectionStage po =
+            define_projection("out_proj", merged, v_head_dim, heads, q_rows, bo.dim(0).extent(),
+                              packed_weights(wo_t), bounded(bo), storage_type(precision),
+                              few_rows_path(), direct_path(), float_operand(), staged_path());
         output = po.result;
         // Its GPU schedule's wide weight loads need tiles at multiples of 4 features
         // (ProjectionResult::Output); attngen's runtime passes every output from feature 0.
@@ -552,11 +560,11 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
         ProjectionStage pk = define_projection(
             "k_proj", as_rows(bounded(key), len), key.dim(0).extent(), 1, len * batch,
             bk.dim(0).extent(), packed_weights(wk_t), bounded(bk), storage_type(precision),
-            few_rows_path(), DirectPath{}, float_operand());
+            few_rows_path(), DirectPath{}, float_operand(), staged_path());
         ProjectionStage pv = define_projection(
             "v_proj", as_rows(bounded(value), len), value.dim(0).extent(), 1, len * batch,
             bv.dim(0).extent(), packed_weights(wv_t), bounded(bv), storage_type(precision),
-            few_rows_path(), DirectPath{}, float_operand());
+            few_rows_path(), DirectPath{}, float_operand(), staged_path());
         Func kh = split_heads("k_heads", pk.result, head_dim, len);
         Func vh = split_heads("v_heads", pv.result, v_head_dim, len);
         Var l("l"), d("d"), c("c"), hk("hk"), b("b");
@@ -738,7 +746,7 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         ProjectionStage pq = define_projection(
             "q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1, q_len * batch,
             bq.dim(0).extent(), packed_weights(wq_t), bounded(bq), storage_type(precision),
-            few_rows_path(), DirectPath{}, float_operand());
+            few_rows_path(), DirectPath{}, float_operand(), staged_path());
         Func qh = split_heads("q_heads", pq.result, head_dim, q_len);
         Var l("l"), b("b");
         const Func n = bounded(lengths);
@@ -770,7 +778,7 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         ProjectionStage po = define_projection(
             "out_proj", merged, v_head_dim, num_heads, q_len * batch, bo.dim(0).extent(),
             packed_weights(wo_t), bounded(bo), storage_type(precision), few_rows_path(),
-            DirectPath{}, float_operand());
+            DirectPath{}, float_operand(), staged_path());
         output = po.result;
         // Its GPU schedule's wide weight loads need tiles at multiples of 4 features
         // (ProjectionResult::Output); attngen's runtime passes every output from feature 0.

@@ -30,8 +30,10 @@ constexpr int kProjectionThreadTile = 4;
 constexpr int kProjectionUnroll = 4;
 
 // Projections of at most kShortOutputs outputs (rows x output features; and more than kFewRows
-// rows) take tiles of kShortRowTile rows in blocks of kShortBlockRows (schedule_projection_gpu).
+// rows) take tiles of kShortRowTile rows in blocks of kShortBlockRows (schedule_projection_gpu);
+// larger ones the staged path, kStagedChunk input features per step (schedule_staged_projection).
 constexpr int64_t kShortOutputs = int64_t(1) << 20;
+constexpr int kStagedChunk = 32;
 constexpr int kShortRowTile = 2;
 constexpr int kShortBlockRows = 16;
 
@@ -105,9 +107,16 @@ void register_tile(Func f, const Var &x, const Var &y, const std::vector<RVar> &
 }
 
 // A projection's blocks of kWeightPadding features x `rows` rows, each thread a
-// kProjectionThreadTile x row_tile tile of them (its accumulators: register_tile_stages).
-void tile_projection_result(Stage result, const ProjectionStage &p, int rows, int row_tile) {
-    Var ob("ob"), nb("nb"), oi("oi"), ni("ni"), ot("ot"), nt("nt"), ox("ox"), nx("nx");
+// kProjectionThreadTile x row_tile tile of them (its accumulators: register_tile_stages). The
+// loops are named after the path, `path`ob and so on: Halide places a Func computed at a loop in
+// every specialization that has a loop of that name, used there or not, so the paths' loops are
+// kept apart. With shared names, every projection kernel held every path's buffers and threads
+// (skipped at run time): the short path's 128 threads ran in blocks of 512, with 41 KiB of shared
+// memory it did not use.
+void tile_projection_result(Stage result, const ProjectionStage &p, int rows, int row_tile,
+                            const std::string &path) {
+    Var ob(path + "ob"), nb(path + "nb"), oi(path + "oi"), ni(path + "ni"), ot(path + "ot"),
+        nt(path + "nt"), ox(path + "ox"), nx(path + "nx");
     result.tile(p.o, p.n, ob, nb, oi, ni, kWeightPadding, rows, kExact)
         .tile(oi, ni, ot, nt, ox, nx, kProjectionThreadTile, row_tile)
         .reorder(ox, nx, ot, nt, ob, nb)
@@ -126,7 +135,7 @@ void tile_projection_result(Stage result, const ProjectionStage &p, int rows, in
 // of weights (kFewRowsSplit 32; 16: 0.113 ms, 8: 0.214 ms).
 void schedule_few_rows_gpu(ProjectionStage &p) {
     const int tile = kProjectionThreadTile;
-    Var ob("ob"), oi("oi"), ot("ot"), ox("ox"), to("to"), tx("tx");
+    Var ob("few_ob"), oi("few_oi"), ot("few_ot"), ox("few_ox"), to("to"), tx("tx");
     Stage few = p.result.specialize(p.rows <= p.few_rows);
     few.split(p.o, ob, oi, kWeightPadding, kExact)
         .split(oi, ot, ox, tile)
@@ -154,15 +163,97 @@ void schedule_few_rows_gpu(ProjectionStage &p) {
     p.weights.in(p.split_acc).compute_at(p.split_acc, p.r_split.x).vectorize(w[0]).unroll(w[1]);
 }
 
+// Many outputs (the staged path): per chunk of kStagedChunk input features, a block's threads
+// copy its `rows` rows of inputs and kWeightPadding outputs' weights into shared memory, then
+// each thread sums the chunk's products for its 4 x 4 tile in registers, from one 16-byte
+// shared load of weights and one of inputs per step, and adds them into the block's
+// accumulators. Those stay in shared memory across the chunks: a Func computed at the block
+// with thread loops inside it cannot keep them in registers. The L1 path this replaced read
+// both operands through the cache per step, 4 inputs one float at a time. Stand-alone on an
+// H200, against that schedule (bench/gpu_experiments/projection_runner, bench/RESULTS.md), by
+// rows x input x output features: 4096 x 768 x 768 0.272 -> 0.209 ms, 8192 x 768 x 768 0.496
+// -> 0.413, 512 x 4096 x 4096 0.918 -> 0.751 (cuBLAS 0.136, 0.234, 0.366); chunks of 16
+// 3-6% slower; 8 x 4 and 4 x 8 thread tiles 1.2-1.7x slower. It loses to the short path's
+// 4 x 2 tiles at 2^20 outputs and fewer (bert-512: 0.062 against 0.058 ms).
+void schedule_staged_projection(ProjectionStage &p, int rows) {
+    const int tile = kProjectionThreadTile;
+    const int o_threads = kWeightPadding / tile, n_threads = rows / tile;
+    tile_projection_result(p.result, p, rows, tile, "staged_");
+    Var at("at"), ax("ax"), an("an"), anx("anx");
+    p.staged_acc.compute_at(p.result, Var("staged_ob"))
+        .bound_extent(p.o, kWeightPadding)
+        .bound_extent(p.n, rows)
+        .split(p.o, at, ax, tile)
+        .split(p.n, an, anx, tile)
+        .reorder(ax, anx, at, an)
+        .gpu_threads(at, an)
+        .vectorize(ax)
+        .unroll(anx);
+    Var ut("ut"), ux("ux"), un("un"), unx("unx");
+    p.staged_acc.update()
+        .split(p.o, ut, ux, tile)
+        .split(p.n, un, unx, tile)
+        .reorder(ux, unx, ut, un, p.r_chunks)
+        .gpu_threads(ut, un)
+        .vectorize(ux)
+        .unroll(unx);
+    // The chunk's sums at each thread, in registers.
+    Var po("po"), px("px"), pn("pn"), pnx("pnx");
+    RVar rko("rko"), rki("rki");
+    p.staged_part.compute_at(p.staged_acc, ut)
+        .bound_storage(p.o, tile)
+        .bound_storage(p.n, tile)
+        .split(p.o, po, px, tile, TailStrategy::RoundUp)
+        .split(p.n, pn, pnx, tile, TailStrategy::RoundUp)
+        .vectorize(px)
+        .unroll(pnx);
+    p.staged_part.update()
+        .split(p.o, po, px, tile, TailStrategy::RoundUp)
+        .split(p.n, pn, pnx, tile, TailStrategy::RoundUp)
+        .split(p.r_chunk, rko, rki, kProjectionUnroll)
+        .reorder(px, pnx, rki, rko, po, pn)
+        .vectorize(px)
+        .unroll(pnx)
+        .unroll(rki);
+    const LoopLevel chunk(p.staged_acc, p.r_chunks);
+    // The chunk's weights: each thread 4 outputs in one load.
+    Var wo("wo"), wv("wv"), wf("wf"), wfi("wfi");
+    p.staged_w.compute_at(chunk)
+        .bound_extent(p.f, kStagedChunk)
+        .split(p.o, wo, wv, tile)
+        .split(p.f, wf, wfi, n_threads, TailStrategy::GuardWithIf)
+        .reorder(wv, wo, wfi, wf)
+        .vectorize(wv)
+        .gpu_threads(wo, wfi);
+    p.staged_w.in(p.staged_part).compute_at(p.staged_part, rki).vectorize(p.o);
+    // The chunk's inputs: threads along the features (the inputs' dense dimension), stored rows
+    // innermost so that a thread's 4 rows are one load, each row of rows padded by 4 floats so
+    // that a warp's stores (16 features of 2 rows) fall on different banks.
+    Var xf("xf"), xfi("xfi"), xn("xn"), xni("xni");
+    p.staged_x.compute_at(chunk)
+        .bound_extent(p.f, kStagedChunk)
+        .split(p.f, xf, xfi, o_threads, TailStrategy::GuardWithIf)
+        .split(p.n, xn, xni, n_threads, TailStrategy::GuardWithIf)
+        .reorder(xfi, xni, xf, xn)
+        .gpu_threads(xfi, xni)
+        .reorder_storage(p.n, p.f)
+        .bound_storage(p.n, rows + tile);
+    p.staged_x.in(p.staged_part).compute_at(p.staged_part, rki).vectorize(p.n);
+}
+
 }  // namespace
 
 FewRowsPath gpu_few_rows_path() {
     return FewRowsPath{kFewRowsSplit, kFewRows};
 }
 
+StagedPath gpu_staged_path() {
+    return StagedPath{kStagedChunk, kShortOutputs};
+}
+
 GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs k) {
     const auto pick = [](int knob, int fallback) { return knob > 0 ? knob : fallback; };
-    k.gpu_gemm_rows = pick(k.gpu_gemm_rows, 32);
+    k.gpu_gemm_rows = pick(k.gpu_gemm_rows, 64);
     k.gpu_query_block = pick(k.gpu_query_block, 16);
     k.gpu_key_block = pick(k.gpu_key_block, 32);
     k.gpu_query_tile = pick(k.gpu_query_tile, 2);
@@ -193,32 +284,33 @@ void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &request
     if (knobs.gpu_gemm_rows % tile != 0) {
         throw CompileError("gpu_gemm_rows must be a multiple of " + std::to_string(tile));
     }
+    if (!p.staged.defined()) {
+        throw CompileError(p.result.name() +
+                           ": GPU projections need the staged path (gpu_staged_path)");
+    }
     // A block covers kWeightPadding output features, so its register tiles never pass the end
-    // of the padded weights; input rows are clamped. Operands come through the L1 cache: each
-    // weight float4 serves 4 rows of a thread, each input value 4 features. The accumulators
-    // live at the thread: left to Halide's default (the innermost loop of the result), each of
-    // a tile's 16 outputs ran its own reduction, 2 loads per FMA; an H100 took 1.69 ms for
-    // bert-512-b8's query projection (4.8 GFLOP), against 0.23 ms for this schedule in a
-    // stand-alone kernel of the same product.
+    // of the padded weights; input rows are clamped.
     if (p.few_rows.defined()) schedule_few_rows_gpu(p);
-    // Short products (at most kShortOutputs outputs: bert-128, bert-512, the tutorials) in
-    // tiles of kShortRowTile rows, blocks of kShortBlockRows: a 4 x 4 tile leaves too few
-    // threads to hide the loads' latency (bert-512's 512 x 768 x 768: 192 blocks of 128 threads
-    // for 132 SMs). Stand-alone, on an H200, 4 x 4 against 4 x 2 (bench/RESULTS.md), by rows x
-    // input x output features: 128 x 768 x 768 0.081 against 0.047 ms, 320 x 512 x 512 0.055
-    // against 0.038, 512 x 768 x 768 0.091 against 0.059; 4 x 4 is ahead at 512 x 4096 x 4096
-    // (2^21 outputs, 0.918 against 1.32) and 4096 x 768 x 768 (0.274 against 0.319). The limit
-    // lies between the measured shapes, 2^20 outputs being 512 blocks of the 4 x 4 schedule.
-    const Expr short_rows = cast<int64_t>(p.rows) * p.out_features <= Expr(kShortOutputs);
-    tile_projection_result(p.result.specialize(short_rows), p, kShortBlockRows, kShortRowTile);
+    // Short products (at most kShortOutputs outputs: bert-128, bert-512, the tutorials) read
+    // their operands through the L1 cache, in tiles of kShortRowTile rows, blocks of
+    // kShortBlockRows: each weight float4 serves the tile's rows, each input value 4 features.
+    // Stand-alone, on an H200, against the staged path and the 4 x 4 tiles this path had for
+    // every size before it (bench/RESULTS.md), by rows x input x output features: 512 x 768 x
+    // 768 0.058 ms, staged 0.062, 4 x 4 0.089; 128 x 768 x 768 0.046, 0.061, 0.081. (The
+    // accumulators live at the thread: left to Halide's default, the innermost loop of the
+    // result, each of a tile's outputs ran its own reduction, 2 loads per FMA; an H100 took
+    // 1.69 ms for bert-512-b8's query projection, against 0.23 ms with 4 x 4 tiles.) The
+    // condition is the negation of p.staged, so that each branch's simplification drops the
+    // other's algorithm from result's select.
+    const Expr short_rows = !p.staged;
+    tile_projection_result(p.result.specialize(short_rows), p, kShortBlockRows, kShortRowTile,
+                           "short_");
     p.result.compute_root();
-    tile_projection_result(p.result, p, knobs.gpu_gemm_rows, tile);
-    p.acc.compute_at(p.result, Var("ot"))
+    schedule_staged_projection(p, knobs.gpu_gemm_rows);
+    p.acc.compute_at(p.result, Var("short_ot"))
         .bound_storage(p.o, tile)
-        .bound_storage(p.n, std::max(tile, kShortRowTile));
-    register_tile_stages(p.acc.specialize(short_rows), p.acc.update().specialize(short_rows), p.o,
-                         p.n, {p.r.x, p.r.y}, tile, kShortRowTile, kProjectionUnroll);
-    register_tile_stages(p.acc, p.acc.update(), p.o, p.n, {p.r.x, p.r.y}, tile, tile,
+        .bound_storage(p.n, kShortRowTile);
+    register_tile_stages(p.acc, p.acc.update(), p.o, p.n, {p.r.x, p.r.y}, tile, kShortRowTile,
                          kProjectionUnroll);
     // Each reduction step's weights for the tile's outputs in one wide load, which needs tiles
     // to start at a multiple of the tile, within one panel of weights (layout.h): the realized

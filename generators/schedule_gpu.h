@@ -29,8 +29,13 @@ enum class ProjectionResult { Inside, Output };
 // The few-rows path GPU projections are defined with (define_projection's FewRowsPath).
 FewRowsPath gpu_few_rows_path();
 
-// result is computed at root as one kernel of register-tiled threads; with a few-rows path, a
-// specialization for those calls runs it.
+// The staged path GPU projections of many outputs are defined with (define_projection's
+// StagedPath).
+StagedPath gpu_staged_path();
+
+// result is computed at root as one kernel of register-tiled threads, which stages chunks of the
+// operands in shared memory for calls of the staged path (defined, as gpu_staged_path gives it);
+// with a few-rows path, a specialization for those calls runs it.
 void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &knobs,
                              ProjectionResult where = ProjectionResult::Inside);
 

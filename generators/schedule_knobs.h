@@ -34,13 +34,14 @@
     KNOB(decode_split_keys, 8192, (128, 256, 512, 1024),                                           \
          "cached keys per parallel split of the decode kernel (multiple of 16)")
 
-// GPU blocks (schedule_gpu.cpp): projection rows a multiple of its 4-row thread tile, query
+// GPU blocks (schedule_gpu.cpp): projection rows a multiple of its 4-row thread tile, at most
+// 64 (a block's accumulators and staged operands within 48 KiB of shared memory), query
 // blocks and key tiles that keep a block within 1024 threads; the flash kernel's query block a
 // multiple of its query tile, its key blocks multiples of 16. The small-head flash kernel's
 // limits keep it within the 48 KiB of shared memory a CUDA launch may have at heads of 64
 // (schedule_gpu.h, kSmallFlashHead): 128 keys or value tiles of 8 would pass it.
 #define ATTNGEN_GPU_SCHEDULE_KNOBS(KNOB)                                                           \
-    KNOB(gpu_gemm_rows, 128, (8, 16, 32, 64), "rows of a GPU projection block")                    \
+    KNOB(gpu_gemm_rows, 64, (16, 32, 64), "rows of a GPU projection block of many outputs")        \
     KNOB(gpu_query_block, 64, (4, 8, 16, 32), "queries per GPU attention block")                   \
     KNOB(gpu_key_block, 128, (16, 32, 64), "keys per shared-memory tile of GPU probs x values")    \
     KNOB(gpu_query_tile, 8, (1, 2, 4), "queries per thread of the GPU flash attention's register tiles") \

@@ -30,7 +30,7 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
                                   const Expr &groups, const Expr &rows, const Expr &out_features,
                                   const Func &w_t, const Func &bias, const Type &storage,
                                   const FewRowsPath &few_rows_path, const DirectPath &direct_path,
-                                  bool float_operand) {
+                                  bool float_operand, const StagedPath &staged_path) {
     ProjectionStage p;
     p.acc = Func(name + "_acc");
     p.result = Func(name);
@@ -127,6 +127,35 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
             p.few_rows_sum(o, n) += p.split_acc(o, n, ru);
             p.few_rows = few_rows_path.rows;
         }
+        if (staged_path.chunk > 0) {
+            const int chunk = staged_path.chunk;
+            const Var &f = p.f, &kb = p.kb;
+            const Expr last = min(f, p.in_features - 1);
+            const Expr x_at = Internal::is_const_one(groups)
+                                  ? operand(last, 0, row)
+                                  : operand(last % group_size, last / group_size, row);
+            p.staged_x = Func(name + "_staged_x");
+            p.staged_x(f, n) = select(f < p.in_features, cast<float>(x_at), 0.0f);
+            p.staged_w = Func(name + "_staged_w");
+            p.staged_w(o, f) = select(f < p.in_features, weight(o, last), 0.0f);
+            p.r_chunk = RDom(0, chunk, name + "_rc");
+            p.r_chunks = RDom(0, (p.in_features + chunk - 1) / chunk, name + "_rb");
+            const Expr feature = kb * chunk + p.r_chunk;
+            p.staged_part = Func(name + "_staged_part");
+            p.staged_part(o, n, kb) = 0.0f;
+            p.staged_part(o, n, kb) += p.staged_x(feature, n) * p.staged_w(o, feature);
+            p.staged_acc = Func(name + "_staged_acc");
+            p.staged_acc(o, n) = bias(o);
+            p.staged_acc(o, n) += p.staged_part(o, n, p.r_chunks);
+            // Function::define eliminates common subexpressions: with `rows` (a product) in
+            // both this condition and the few-rows one, result's value became a let of it, which
+            // Halide's simplification of specializations cannot see through, so every branch
+            // kept every path (and its buffers and threads). The product with its factors
+            // swapped is a different expression to that pass, and the same to the simplifier.
+            const auto *product = rows.as<Internal::Mul>();
+            const Expr rows_again = product ? product->b * product->a : rows;
+            p.staged = cast<int64_t>(rows_again) * out_features > Expr(staged_path.min_outputs);
+        }
     }
     p.acc(o, n) += product;
     Expr sum = p.acc(o, n);
@@ -137,6 +166,7 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
         p.direct = rows > direct_path.min_rows && p.in_features <= direct_path.max_in_features;
         sum = select(p.direct, p.acc_direct(o, n), sum);
     }
+    if (p.staged.defined()) sum = select(p.staged, p.staged_acc(o, n), sum);
     if (p.few_rows.defined()) {
         p.result(o, n) = select(rows <= p.few_rows, p.few_rows_sum(o, n), sum);
     } else {

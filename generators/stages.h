@@ -59,6 +59,15 @@ struct ProjectionStage {
     // a register tile reads it; a schedule may stage it (Func::in), so that the tiles load
     // float32 as a float32 projection's do.
     Halide::Func weights_f32;
+    // With a StagedPath: for calls of more than its min_outputs outputs (rows x out_features),
+    // result is staged_acc, bias(o) + the sum over chunks kb of staged_part(o, n, kb), the
+    // products of input features kb * chunk + r_chunk. staged_x(f, n) and staged_w(o, f) are
+    // the operands over flat features f, zero past the last, so that a GPU schedule can copy a
+    // chunk of each into shared memory and sum it without a guard.
+    Halide::Func staged_x, staged_w, staged_part, staged_acc;
+    Halide::RDom r_chunk, r_chunks;
+    Halide::Var f{"f"}, kb{"kb"};
+    Halide::Expr staged;  // undefined without the path
 };
 
 // x(d, g, n) is read at rows clamp(n, 0, rows - 1) so that a schedule may compute whole
@@ -83,13 +92,21 @@ struct DirectPath {
     int min_rows = 0;
     int max_in_features = 0;
 };
+// The schedule's choice of a third algorithm for calls of more than min_outputs outputs
+// (ProjectionStage::staged_acc), reducing `chunk` input features per step: chunk 0 for none.
+// Weights in pairs (a CPU's bfloat16) keep the one algorithm.
+struct StagedPath {
+    int chunk = 0;
+    int64_t min_outputs = 0;
+};
 ProjectionStage define_projection(const std::string &name, const Halide::Func &x,
                                   const Halide::Expr &group_size, const Halide::Expr &groups,
                                   const Halide::Expr &rows, const Halide::Expr &out_features,
                                   const Halide::Func &w_t, const Halide::Func &bias,
                                   const Halide::Type &storage,
                                   const FewRowsPath &few_rows_path = {},
-                                  const DirectPath &direct_path = {}, bool float_operand = false);
+                                  const DirectPath &direct_path = {}, bool float_operand = false,
+                                  const StagedPath &staged_path = {});
 
 // round_operand in integer arithmetic, for kernels that take their weights as bits
 // (storage_bits_as_float): the same values, with no 16-bit float type in the kernel.

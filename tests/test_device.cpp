@@ -25,8 +25,8 @@ class DeviceTest : public DeviceAvailableTest {
 
 // Shapes at the GPU schedule's tile edges: query blocks of 16, key blocks of 32 (64 at small
 // heads: FlashKernelChosenByHeadSize), projection blocks of 64 features by 16 rows and 4 x 2
-// register tiles (by 32 rows and 4 x 4 past 2^20 outputs: ShortProjectionLimits), each hit
-// exactly and missed by one.
+// register tiles (blocks of 64 rows staged in shared memory past 2^20 outputs:
+// ShortProjectionLimits), each hit exactly and missed by one.
 TEST_F(DeviceTest, SingleElement) {
     Tester().d_model(1).num_heads(1).batch(1).q_len(1).kv_len(1).TestWithAndWithoutWeights();
 }
@@ -138,17 +138,20 @@ TEST_F(DeviceTest, FlashKernelChosenByHeadSize) {
     }
 }
 // Projections of more than 8 rows and at most 2^20 outputs (rows x output features) take
-// tiles of 4 x 2 in blocks of 16 rows, larger ones 4 x 4 tiles in blocks of 32
-// (schedule_projection_gpu): rows just past the few-rows path and odd counts within a tile and
-// a block; 2^20 outputs against one row more (the query and output projections on either side,
-// the keys' and values' on the few-rows path); and the 4 x 4 path at a prime row count with 65
-// features (a panel and one more), in float32 and bfloat16.
+// tiles of 4 x 2 in blocks of 16 rows, larger ones the staged path: blocks of 64 rows, chunks of
+// 32 input features in shared memory, 4 x 4 tiles (schedule_projection_gpu): rows just past the
+// few-rows path and odd counts within a tile and a block; 2^20 outputs against one row more
+// (the query and output projections on either side, the keys' and values' on the few-rows
+// path); the staged path at whole blocks (33 x 64 rows), at a prime row count with 65 features
+// (a panel and one more, two chunks and one feature) in float32 and bfloat16, and over heads of
+// 50 features (the output projection's chunks cross heads) in float16.
 TEST_F(DeviceTest, ShortProjectionLimits) {
     for (int rows : {9, 15, 17, 33}) {
         Tester().d_model(20).num_heads(2).batch(1).q_len(rows).kv_len(rows + 2).Test();
     }
     Tester().d_model(512).num_heads(8).batch(2).q_len(1024).kv_len(3).with_weights(false).Test();
     Tester().d_model(512).num_heads(8).batch(1).q_len(2049).kv_len(3).with_weights(false).Test();
+    Tester().d_model(512).num_heads(8).batch(1).q_len(2112).kv_len(3).with_weights(false).Test();
     for (attngen_precision p : {ATTNGEN_PRECISION_F32, ATTNGEN_PRECISION_BF16}) {
         Tester()
             .d_model(65)
@@ -160,6 +163,15 @@ TEST_F(DeviceTest, ShortProjectionLimits) {
             .with_weights(false)
             .Test();
     }
+    Tester()
+        .d_model(150)
+        .num_heads(3)
+        .batch(1)
+        .q_len(7001)
+        .kv_len(3)
+        .precision(ATTNGEN_PRECISION_F16)
+        .with_weights(false)
+        .Test();
 }
 TEST_F(DeviceTest, LongerRowsThanOneBlock) {
     Tester().d_model(32).num_heads(4).batch(2).q_len(40).kv_len(70).with_weights(false).Test();

@@ -3,7 +3,8 @@
 # projection_runner, few_rows_runner and sdpa_knobs_runner, which need only a CUDA driver. Carry
 # them to a lent GPU machine (scripts/gpu_session.sh's notes) and run them there.
 # ATTNGEN_GPU_EXPERIMENTS names the runners to build (default: all three); ATTNGEN_SDPA_KNOBS
-# lists the sdpa variants (below).
+# lists the sdpa variants (below). ATTNGEN_EXPERIMENT_API=opencl builds the product runners for
+# OpenCL instead (<kind>_runner_opencl), which check each variant's results through PoCL here.
 #
 #   bench/gpu_experiments/build.sh OUT_DIR [BUILD_DIR]
 set -eu
@@ -14,16 +15,21 @@ halide=$(python3 -c 'import halide, os; print(os.path.dirname(halide.__file__))'
 flags=(-std=c++17 -I"$halide/include")
 
 # product_runner, once per variant library: projection_runner and few_rows_runner.
+suffix="" api_define=()
+if [ "${ATTNGEN_EXPERIMENT_API:-cuda}" = opencl ]; then
+    suffix=_opencl api_define=(-DATTNGEN_EXPERIMENT_OPENCL)
+fi
 for kind in ${ATTNGEN_GPU_EXPERIMENTS:-projection few_rows sdpa}; do
     [ "$kind" = sdpa ] && continue
-    mkdir -p "$out/$kind"
+    lib="$out/$kind$suffix"
+    rm -rf "$lib" && mkdir -p "$lib"
     g++ -O1 "${flags[@]}" "$here/${kind}_variants.cpp" -L"$halide/lib64" -lHalide \
-        -Wl,-rpath,"$halide/lib64" -o "$out/$kind/variants"
-    "$out/$kind/variants" "$out/$kind"
-    defines=()
-    [ "$kind" = few_rows ] && defines=(-DATTNGEN_FEW_ROWS)
-    g++ -O2 "${flags[@]}" "${defines[@]}" -I"$out/$kind" "$here/product_runner.cpp" \
-        "$out/$kind"/g_*.a "$out/$kind/runtime.a" -ldl -lpthread -o "$out/${kind}_runner"
+        -Wl,-rpath,"$halide/lib64" -o "$lib/variants"
+    "$lib/variants" "$lib"
+    defines=("${api_define[@]}")
+    [ "$kind" = few_rows ] && defines+=(-DATTNGEN_FEW_ROWS)
+    g++ -O2 "${flags[@]}" "${defines[@]}" -I"$lib" "$here/product_runner.cpp" \
+        "$lib"/g_*.a "$lib/runtime.a" -ldl -lpthread -o "$out/${kind}_runner$suffix"
 done
 
 case " ${ATTNGEN_GPU_EXPERIMENTS:-sdpa} " in *" sdpa "*) ;; *) exit 0 ;; esac

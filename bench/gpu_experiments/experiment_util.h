@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,8 @@ class VariantLibrary {
                      "static V variants[] = {\n%s};\n",
                      table_.c_str());
         std::fclose(header_);
-        Halide::compile_standalone_runtime(dir_ + "/runtime.a",
-                                           Halide::Target("x86-64-linux-cuda-user_context"));
+        Halide::compile_standalone_runtime(
+            dir_ + "/runtime.a", Halide::Target("x86-64-linux-" + api() + "-user_context"));
     }
 
     // The buffers' constraints every variant assumes (zero mins, 16-byte alignment, weight rows
@@ -45,13 +46,21 @@ class VariantLibrary {
         w.dim(0).set_min(0).dim(1).set_min(0).dim(1).set_stride((w.dim(1).stride() / 64) * 64);
         out.output_buffer().dim(0).set_min(0).dim(1).set_min(0);
         const std::string fn = "g_" + name;
-        const Halide::Target t("x86-64-linux-cuda-cuda_capability_70-user_context-no_runtime");
+        const std::string device = api() == "cuda" ? "cuda-cuda_capability_70" : api();
+        const Halide::Target t("x86-64-linux-" + device + "-user_context-no_runtime");
         Halide::Pipeline(out).compile_to_static_library(dir_ + "/" + fn, {x, w, bias}, fn, t);
         std::fprintf(header_, "#include \"%s.h\"\n", fn.c_str());
         table_ += "{\"" + name + "\", " + fn + "},\n";
     }
 
   private:
+    // CUDA, or OpenCL (ATTNGEN_EXPERIMENT_API=opencl) so that PoCL can check the variants on a
+    // machine without a GPU.
+    static std::string api() {
+        const char *env = std::getenv("ATTNGEN_EXPERIMENT_API");
+        return env && std::string(env) == "opencl" ? "opencl" : "cuda";
+    }
+
     std::string dir_;
     std::FILE *header_;
     std::string table_;
@@ -69,7 +78,17 @@ int run_reporting_errors(Body body) {
 }
 #else
 #include "HalideBuffer.h"
+#ifdef ATTNGEN_EXPERIMENT_OPENCL
+#include "HalideRuntimeOpenCL.h"
+inline const halide_device_interface_t *experiment_device() {
+    return halide_opencl_device_interface();
+}
+#else
 #include "HalideRuntimeCuda.h"
+inline const halide_device_interface_t *experiment_device() {
+    return halide_cuda_device_interface();
+}
+#endif
 
 // Host values to the device.
 template <typename T>
