@@ -1,7 +1,5 @@
 #include "schedule_gpu.h"
 
-#include <algorithm>
-
 #include "layout.h"
 
 namespace attngen {
@@ -23,8 +21,9 @@ constexpr int kGpuDecodeRows = 8;
 constexpr int kKeyThreads = 32;
 constexpr int kMergeThreads = 32;
 
-// Each projection thread keeps a 4 x 4 register tile: 4 output features (one float4 weight
-// load) by 4 rows, so a step of the reduction does 16 FMAs for 4 + 4 loads.
+// A projection thread's register tiles are 4 output features wide (one float4 weight load per
+// step): by 4 rows on the staged path (16 FMAs for two 16-byte shared loads), by kShortRowTile
+// on the short path.
 constexpr int kProjectionThreadTile = 4;
 // Reduction steps per unrolled projection loop iteration.
 constexpr int kProjectionUnroll = 4;
@@ -32,6 +31,8 @@ constexpr int kProjectionUnroll = 4;
 // Projections of at most kShortOutputs outputs (rows x output features; and more than kFewRows
 // rows) take tiles of kShortRowTile rows in blocks of kShortBlockRows (schedule_projection_gpu);
 // larger ones the staged path, kStagedChunk input features per step (schedule_staged_projection).
+// Measured on either side of the limit only (bench/RESULTS.md): 2^18.6 outputs (bert-512) and
+// 2^21 (512 x 4096); where between them the paths cross is not known.
 constexpr int64_t kShortOutputs = int64_t(1) << 20;
 constexpr int kStagedChunk = 32;
 constexpr int kShortRowTile = 2;
@@ -163,7 +164,7 @@ void schedule_few_rows_gpu(ProjectionStage &p) {
     p.weights.in(p.split_acc).compute_at(p.split_acc, p.r_split.x).vectorize(w[0]).unroll(w[1]);
 }
 
-// Many outputs (the staged path): per chunk of kStagedChunk input features, a block's threads
+// Many outputs (the staged path): per chunk of p.staged_chunk input features, a block's threads
 // copy its `rows` rows of inputs and kWeightPadding outputs' weights into shared memory, then
 // each thread sums the chunk's products for its 4 x 4 tile in registers, from one 16-byte
 // shared load of weights and one of inputs per step, and adds them into the block's
@@ -172,9 +173,11 @@ void schedule_few_rows_gpu(ProjectionStage &p) {
 // both operands through the cache per step, 4 inputs one float at a time. Stand-alone on an
 // H200, against that schedule (bench/gpu_experiments/projection_runner, bench/RESULTS.md), by
 // rows x input x output features: 4096 x 768 x 768 0.272 -> 0.209 ms, 8192 x 768 x 768 0.496
-// -> 0.413, 512 x 4096 x 4096 0.918 -> 0.751 (cuBLAS 0.136, 0.234, 0.366); chunks of 16
-// 3-6% slower; 8 x 4 and 4 x 8 thread tiles 1.2-1.7x slower. It loses to the short path's
-// 4 x 2 tiles at 2^20 outputs and fewer (bert-512: 0.062 against 0.058 ms).
+// -> 0.413, 512 x 4096 x 4096 0.918 -> 0.751 (torch F.linear, cuBLAS, in the same call: 0.136,
+// 0.234, 0.366); chunks of 16 6-7% slower; at chunks of 16, 4 x 8 and 8 x 4 thread tiles
+// 1.08-1.19x and 1.58-1.59x slower than 4 x 4. This kernel itself, in the library, has not run
+// on a GPU yet (only through PoCL). It loses to the short path's 4 x 2 tiles at bert-512 (0.062
+// against 0.058 ms).
 void schedule_staged_projection(ProjectionStage &p, int rows) {
     const int tile = kProjectionThreadTile;
     const int o_threads = kWeightPadding / tile, n_threads = rows / tile;
@@ -197,29 +200,16 @@ void schedule_staged_projection(ProjectionStage &p, int rows) {
         .gpu_threads(ut, un)
         .vectorize(ux)
         .unroll(unx);
-    // The chunk's sums at each thread, in registers.
-    Var po("po"), px("px"), pn("pn"), pnx("pnx");
-    RVar rko("rko"), rki("rki");
-    p.staged_part.compute_at(p.staged_acc, ut)
-        .bound_storage(p.o, tile)
-        .bound_storage(p.n, tile)
-        .split(p.o, po, px, tile, TailStrategy::RoundUp)
-        .split(p.n, pn, pnx, tile, TailStrategy::RoundUp)
-        .vectorize(px)
-        .unroll(pnx);
-    p.staged_part.update()
-        .split(p.o, po, px, tile, TailStrategy::RoundUp)
-        .split(p.n, pn, pnx, tile, TailStrategy::RoundUp)
-        .split(p.r_chunk, rko, rki, kProjectionUnroll)
-        .reorder(px, pnx, rki, rko, po, pn)
-        .vectorize(px)
-        .unroll(pnx)
-        .unroll(rki);
+    // The chunk's sums at each thread, in registers; the outputs one vector, so that each
+    // step's weights are one wide load from shared memory.
+    p.staged_part.compute_at(p.staged_acc, ut);
+    register_tile(p.staged_part, p.o, p.n, {p.r_chunk}, tile, tile, kProjectionUnroll, true);
+    const RVar rki(p.r_chunk.x.name() + "_i");
     const LoopLevel chunk(p.staged_acc, p.r_chunks);
     // The chunk's weights: each thread 4 outputs in one load.
     Var wo("wo"), wv("wv"), wf("wf"), wfi("wfi");
     p.staged_w.compute_at(chunk)
-        .bound_extent(p.f, kStagedChunk)
+        .bound_extent(p.f, p.staged_chunk)
         .split(p.o, wo, wv, tile)
         .split(p.f, wf, wfi, n_threads, TailStrategy::GuardWithIf)
         .reorder(wv, wo, wfi, wf)
@@ -227,11 +217,12 @@ void schedule_staged_projection(ProjectionStage &p, int rows) {
         .gpu_threads(wo, wfi);
     p.staged_w.in(p.staged_part).compute_at(p.staged_part, rki).vectorize(p.o);
     // The chunk's inputs: threads along the features (the inputs' dense dimension), stored rows
-    // innermost so that a thread's 4 rows are one load, each row of rows padded by 4 floats so
-    // that a warp's stores (16 features of 2 rows) fall on different banks.
+    // innermost so that a thread's 4 rows are one 16-byte load. Each feature's rows are padded
+    // by 4 floats, which keeps those loads aligned and makes a warp's stores (16 features of 2
+    // rows, bank 4 f + n) 2-way bank conflicts instead of 16-way.
     Var xf("xf"), xfi("xfi"), xn("xn"), xni("xni");
     p.staged_x.compute_at(chunk)
-        .bound_extent(p.f, kStagedChunk)
+        .bound_extent(p.f, p.staged_chunk)
         .split(p.f, xf, xfi, o_threads, TailStrategy::GuardWithIf)
         .split(p.n, xn, xni, n_threads, TailStrategy::GuardWithIf)
         .reorder(xfi, xni, xf, xn)
@@ -298,10 +289,10 @@ void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &request
     // every size before it (bench/RESULTS.md), by rows x input x output features: 512 x 768 x
     // 768 0.058 ms, staged 0.062, 4 x 4 0.089; 128 x 768 x 768 0.046, 0.061, 0.081. (The
     // accumulators live at the thread: left to Halide's default, the innermost loop of the
-    // result, each of a tile's outputs ran its own reduction, 2 loads per FMA; an H100 took
-    // 1.69 ms for bert-512-b8's query projection, against 0.23 ms with 4 x 4 tiles.) The
-    // condition is the negation of p.staged, so that each branch's simplification drops the
-    // other's algorithm from result's select.
+    // result, each of a tile's outputs ran its own reduction, 2 loads per FMA; an H100 once took
+    // 1.69 ms for bert-512-b8's query projection that way, against 0.23 ms with register tiles.)
+    // The condition is the negation of p.staged, so that each branch's simplification drops
+    // the other's algorithm from result's select.
     const Expr short_rows = !p.staged;
     tile_projection_result(p.result.specialize(short_rows), p, kShortBlockRows, kShortRowTile,
                            "short_");

@@ -33,9 +33,10 @@ FewRowsPath gpu_few_rows_path();
 // StagedPath).
 StagedPath gpu_staged_path();
 
-// result is computed at root as one kernel of register-tiled threads, which stages chunks of the
-// operands in shared memory for calls of the staged path (defined, as gpu_staged_path gives it);
-// with a few-rows path, a specialization for those calls runs it.
+// result is computed at root by one of three kernels of register-tiled threads, specializations
+// chosen by the call's size: the staged path's, which stages chunks of the operands in shared
+// memory (p must have it, as gpu_staged_path gives it: a CompileError otherwise), the short
+// path's, and with a few-rows path, that path's.
 void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &knobs,
                              ProjectionResult where = ProjectionResult::Inside);
 

@@ -129,6 +129,7 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
         }
         if (staged_path.chunk > 0) {
             const int chunk = staged_path.chunk;
+            p.staged_chunk = chunk;
             const Var &f = p.f, &kb = p.kb;
             const Expr last = min(f, p.in_features - 1);
             const Expr x_at = Internal::is_const_one(groups)
@@ -152,8 +153,8 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
             // Halide's simplification of specializations cannot see through, so every branch
             // kept every path (and its buffers and threads). The product with its factors
             // swapped is a different expression to that pass, and the same to the simplifier.
-            const auto *product = rows.as<Internal::Mul>();
-            const Expr rows_again = product ? product->b * product->a : rows;
+            const auto *rows_product = rows.as<Internal::Mul>();
+            const Expr rows_again = rows_product ? rows_product->b * rows_product->a : rows;
             p.staged = cast<int64_t>(rows_again) * out_features > Expr(staged_path.min_outputs);
         }
     }
@@ -171,6 +172,12 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
         p.result(o, n) = select(rows <= p.few_rows, p.few_rows_sum(o, n), sum);
     } else {
         p.result(o, n) = sum;
+    }
+    // A let here means the swap above did not keep the conditions apart (rows a product of
+    // more than two factors, say): every kernel would hold every path again, silently.
+    if (p.staged.defined() && p.result.value().as<Internal::Let>()) {
+        throw CompileError(name + ": the projection's paths share a subexpression of " +
+                           "their conditions (define_projection's StagedPath)");
     }
     return p;
 }

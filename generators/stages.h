@@ -66,6 +66,7 @@ struct ProjectionStage {
     // chunk of each into shared memory and sum it without a guard.
     Halide::Func staged_x, staged_w, staged_part, staged_acc;
     Halide::RDom r_chunk, r_chunks;
+    int staged_chunk = 0;  // StagedPath::chunk, r_chunk's extent
     Halide::Var f{"f"}, kb{"kb"};
     Halide::Expr staged;  // undefined without the path
 };
