@@ -21,6 +21,18 @@ float *K, *V;
 float q[4][D];
 volatile float sinkv;
 int split = 256, pf = 0, mode = 0, pfv = 0;
+// Mode 10: the block copied first (64 floats per step, 4 vectors), then read from the copy.
+static const float *copy_block(float *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i += 64) {
+        __m512 a0 = _mm512_load_ps(src + i), a1 = _mm512_load_ps(src + i + 16),
+               a2 = _mm512_load_ps(src + i + 32), a3 = _mm512_load_ps(src + i + 48);
+        _mm512_store_ps(dst + i, a0);
+        _mm512_store_ps(dst + i + 16, a1);
+        _mm512_store_ps(dst + i + 32, a2);
+        _mm512_store_ps(dst + i + 48, a3);
+    }
+    return dst;
+}
 __attribute__((noinline)) float task(int t) {
     int nsplit = L / split;
     int hk = t / nsplit, s = t % nsplit;
@@ -28,17 +40,7 @@ __attribute__((noinline)) float task(int t) {
     const float *v = V + ((size_t)hk * L + (size_t)s * split) * D;
     static thread_local float *kl = (float *)aligned_alloc(64, 8192 * D * 4),
                               *vl = (float *)aligned_alloc(64, 8192 * D * 4);
-    if (mode == 10) {
-        for (size_t i = 0; i < (size_t)split * D; i += 64) {
-            __m512 a0 = _mm512_load_ps(k + i), a1 = _mm512_load_ps(k + i + 16),
-                   a2 = _mm512_load_ps(k + i + 32), a3 = _mm512_load_ps(k + i + 48);
-            _mm512_store_ps(kl + i, a0);
-            _mm512_store_ps(kl + i + 16, a1);
-            _mm512_store_ps(kl + i + 32, a2);
-            _mm512_store_ps(kl + i + 48, a3);
-        }
-        k = kl;
-    }
+    if (mode == 10) k = copy_block(kl, k, (size_t)split * D);
     alignas(64) float sc[4][8192];
     if (mode == 1) {  // pure streaming sum
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -96,17 +98,7 @@ __attribute__((noinline)) float task(int t) {
     for (int r = 0; r < 4; ++r)
         for (int j = 0; j < split; ++j) sc[r][j] = sc[r][j] * 0.01f;
     float tot = 0;
-    if (mode == 10) {
-        for (size_t i = 0; i < (size_t)split * D; i += 64) {
-            __m512 a0 = _mm512_load_ps(v + i), a1 = _mm512_load_ps(v + i + 16),
-                   a2 = _mm512_load_ps(v + i + 32), a3 = _mm512_load_ps(v + i + 48);
-            _mm512_store_ps(vl + i, a0);
-            _mm512_store_ps(vl + i + 16, a1);
-            _mm512_store_ps(vl + i + 32, a2);
-            _mm512_store_ps(vl + i + 48, a3);
-        }
-        v = vl;
-    }
+    if (mode == 10) v = copy_block(vl, v, (size_t)split * D);
     if (mode == 8) {
         alignas(64) float accm[4][D] = {};
         for (int j0 = 0; j0 < split; j0 += 32) {
