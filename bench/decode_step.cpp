@@ -93,24 +93,31 @@ double DecodeStepper::step_bytes() const {
 }
 
 void run_decode_steps(benchmark::State &state, const DecodeShape &s, attngen_precision precision,
-                      attngen_device device, double (*reference_gbs)()) {
+                      attngen_device device, double (*reference_gbs)(),
+                      double (*resident_gbs)(double bytes)) {
     DecodeStepper stepper(s, precision, device);
     if (!stepper.error().empty()) {
         state.SkipWithError(stepper.error().c_str());
         return;
     }
+    const double bytes = stepper.step_bytes();
+    // Before the steps: measured between them, its buffer would evict the step's from the cache.
+    const double resident = resident_gbs != nullptr ? resident_gbs(bytes) : 0.0;
     for (auto _ : state) {
         if (stepper.step() != ATTNGEN_OK) {
             state.SkipWithError(attngen_last_error());
             break;
         }
     }
-    const double bytes = stepper.step_bytes();
     state.counters["GB/s"] =
         benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
     if (reference_gbs != nullptr) {
         state.counters["bw"] = benchmark::Counter(bytes * 1e-9 / reference_gbs(),
                                                   benchmark::Counter::kIsIterationInvariantRate);
+    }
+    if (resident > 0.0) {
+        state.counters["bw_resident"] = benchmark::Counter(
+            bytes * 1e-9 / resident, benchmark::Counter::kIsIterationInvariantRate);
     }
 }
 

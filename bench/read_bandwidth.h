@@ -14,6 +14,14 @@ double measure_read_bandwidth(int threads, size_t bytes);
 // measure_read_bandwidth(2, 1 GiB), measured once per process.
 double read_bandwidth_gbs();
 
+// The rate at which `threads` threads read a buffer of `bytes` again and again, as a decoding
+// step reads its weights and cache at every step: where the buffer fits the last-level cache,
+// this is the cache's bandwidth, not memory's. The threads are started and the buffer read
+// once before timing (thread start-up alone is tens of microseconds, a whole step at
+// gpt2-decode); they then read it in lockstep, every pass starting together, for about 50 ms.
+// Returns GB/s over the whole time.
+double measure_resident_read_bandwidth(int threads, size_t bytes);
+
 }  // namespace attngen_bench
 
 #endif  // ATTNGEN_BENCH_READ_BANDWIDTH_H
