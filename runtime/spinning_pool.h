@@ -23,7 +23,9 @@ constexpr int32_t kMaxPoolThreads = 256;
 
 // Runs f(user_context, i, closure) for i in [min, min + size), each through halide_do_task, on
 // up to attngen_get_num_threads() threads, the caller among them, and returns 0 or the nonzero
-// result of a failed task (the tasks not yet started when one fails are skipped). A loop
+// result of a failed task (the tasks not yet started when one fails are skipped). Each thread
+// runs its own contiguous share of the tasks first, the caller the first share, in order, and
+// then helps with what is left of the others'. A loop
 // started from inside a task, or while another application thread's loop holds the workers,
 // runs serially on the calling thread.
 int spinning_do_par_for(void *user_context, halide_task_t f, int min, int size, uint8_t *closure);

@@ -1,8 +1,9 @@
 // The pool the kernels' parallel loops run on (runtime/spinning_pool.h): every task once, the
 // calling thread and a worker both working (a worker still polling and one woken from sleep),
-// the caller seeing what long tasks on workers wrote, a failed task's code returned with the
-// tasks after it skipped, loops nested in tasks and loops from many application threads at
-// once, and the hook in place after any entry point unless the application installed its own.
+// each thread running its own contiguous share of a loop first, the caller seeing what long
+// tasks on workers wrote, a failed task's code returned with the tasks after it skipped, loops
+// nested in tasks and loops from many application threads at once, and the hook in place after
+// any entry point unless the application installed its own.
 // tests/CMakeLists.txt runs these again with ATTNGEN_POOL_SPIN_US=0 (every wait a sleep).
 #include "spinning_pool.h"
 
@@ -101,6 +102,38 @@ TEST(ThreadPool, TwoThreadsRunTwoTasksAtOnce) {
             EXPECT_NE(r.ids[0], r.ids[1]);
         }
     }
+}
+
+// Four tasks of 20 ms on two threads: the calling thread's share is tasks 0 and 1, the worker's
+// 2 and 3, each taken in order before any task of the other share. Tasks 0 and 2, the first of
+// each share, wait until both have started, so that neither thread starts on the other's share
+// first. A thread steals only once its own share is done (40 ms), so the shares come out whole
+// unless one thread stalls for most of that.
+struct Shares {
+    std::atomic<int> started{0};
+    std::thread::id ids[4];
+};
+
+int share_task(void *, int index, uint8_t *closure) {
+    Shares &s = *reinterpret_cast<Shares *>(closure);
+    s.ids[index] = std::this_thread::get_id();
+    s.started.fetch_add(1);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (s.started.load() < 2 && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::yield();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return 0;
+}
+
+TEST(ThreadPool, EachThreadRunsItsOwnContiguousShareFirst) {
+    PoolSize pool(2);
+    Shares s;
+    ASSERT_EQ(spinning_do_par_for(nullptr, share_task, 0, 4, reinterpret_cast<uint8_t *>(&s)), 0);
+    EXPECT_EQ(s.ids[0], std::this_thread::get_id()) << "the caller's share is the first";
+    EXPECT_EQ(s.ids[1], s.ids[0]);
+    EXPECT_NE(s.ids[2], s.ids[0]);
+    EXPECT_EQ(s.ids[3], s.ids[2]);
 }
 
 // Each task writes its slot after a few milliseconds: the calling thread, done with its own
