@@ -18,7 +18,8 @@ namespace {
 
 using attngen::DecodeShape;
 
-// measure_resident_read_bandwidth on the benchmark's 2 threads, once per byte count.
+// measure_resident_read_bandwidth on 2 threads, as read_bandwidth_gbs and the benchmarks run
+// (attngen's default on the 2-core machines measured), once per byte count.
 double resident_read_bandwidth_gbs(double bytes) {
     static std::map<double, double> measured;
     auto it = measured.find(bytes);
@@ -35,8 +36,8 @@ void BM_Decode(benchmark::State &state, DecodeShape s, attngen_precision precisi
                                     attngen_bench::read_bandwidth_gbs, resident_read_bandwidth_gbs);
 }
 
-// The bytes of a gpt2-decode step (15.7 MB), read again and again: the bandwidth of the
-// last-level cache where it holds them.
+// A buffer read again and again on 2 threads: the last-level cache's bandwidth where it holds
+// the buffer. 16 MiB is the size nearest a gpt2-decode step's 15 MiB.
 void BM_ResidentReadBandwidth(benchmark::State &state) {
     for (auto _ : state) {
         state.counters["GB/s"] =

@@ -9,14 +9,10 @@
 namespace attngen_bench {
 namespace {
 
-// Sixty-four independent sums, so the loop is bound by loads, not by the latency of its add
-// chains: four chains of 64-byte vectors, eight of 32 or sixteen of 16. On x86, one clone per
-// vector width, chosen at run time. With sixteen sums in the baseline's 16-byte vectors, two
-// threads read 16 MiB from Zen 4's L3 at 109 GB/s, against 174 for 64-byte loads, and a decoding
-// step's fraction of it came out above 1.
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+// Sixty-four independent sums, so that the loop is bound by loads, not by the latency of its add
+// chains: compiled for this machine (bench/CMakeLists.txt), four chains of 64-byte vectors with
+// AVX-512. With sixteen, one vector and one chain, two threads read 16 MiB from Zen 4's L3 at
+// 109 GB/s, against 172 with sixty-four, and a decoding step's fraction of it came out above 1.
 float sum_of(const float *x, size_t n) {
     constexpr size_t kLanes = 64;
     float acc[kLanes] = {};
@@ -60,7 +56,8 @@ double measure_resident_read_bandwidth(int threads, size_t bytes) {
     std::vector<float> data(n, 1.0f);
     const size_t part = n / size_t(threads);
     // Passes to time: about 50 ms in all, judged from one pass on this thread alone (which
-    // also makes the buffer resident), so that the clock and the barriers are noise.
+    // also makes the buffer resident), so that the clock's resolution is noise. The barriers,
+    // one per pass, are part of the rate, as a step's loops are part of its time.
     const auto t0 = Clock::now();
     sink = sum_of(data.data(), n);
     const double one_pass = std::chrono::duration<double>(Clock::now() - t0).count();

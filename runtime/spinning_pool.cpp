@@ -66,7 +66,7 @@ constexpr size_t kApart = 128;
 constexpr int kMaxWorkers = kMaxPoolThreads - 1;
 
 // One participant's share of a loop's tasks, [next, end) still to claim.
-struct alignas(64) TaskRange {
+struct alignas(kApart) TaskRange {
     std::atomic<int> next{0};
     int end = 0;
 };
@@ -85,20 +85,21 @@ struct Loop {
     // the threads took tasks alternately, and half of what each read came from the other
     // core: at the tutorial shape (256 heads of 20 keys) the keys' transposing copy and the
     // probabilities waited on such loads (perf: 14% of the probabilities' samples on one load
-    // of the transposed keys).
-    int participants = 0;
-    TaskRange ranges[kMaxPoolThreads];
+    // of the transposed keys). The shares are the pool's (Pool::shares_), which one loop at a
+    // time holds: workers + 1 of them.
+    TaskRange *shares;
     alignas(kApart) std::atomic<int> finished{0};
     std::atomic<int> error{0};
     // Set by the submitting thread before it sleeps until the tasks are finished.
     std::atomic<bool> owner_asleep{false};
 
-    // Splits the tasks into one share per participant: before the loop is published.
+    // Splits the tasks into one share per participant, before the loop is published (which
+    // orders these stores before any worker's claim).
     void share_tasks() {
-        participants = workers + 1;
+        const int participants = workers + 1;
         for (int p = 0; p < participants; p++) {
-            ranges[p].next.store(int(int64_t(size) * p / participants));
-            ranges[p].end = int(int64_t(size) * (p + 1) / participants);
+            shares[p].next.store(int(int64_t(size) * p / participants), std::memory_order_relaxed);
+            shares[p].end = int(int64_t(size) * (p + 1) / participants);
         }
     }
 
@@ -106,9 +107,13 @@ struct Loop {
     // finished, once per thread. After a failure the remaining tasks are claimed and counted
     // but not run. True when this thread's count finished the loop.
     bool run_tasks(int participant) {
+        const int participants = workers + 1;
         int done = 0;
         for (int k = 0; k < participants; k++) {
-            TaskRange &share = ranges[(participant + k) % participants];
+            TaskRange &share = shares[(participant + k) % participants];
+            // An empty share is passed by with a read, not a claim: a claim would take the
+            // line of a counter its owner may still be claiming from.
+            if (share.next.load(std::memory_order_relaxed) >= share.end) continue;
             for (;;) {
                 const int i = share.next.fetch_add(1);
                 if (i >= share.end) break;
@@ -153,7 +158,9 @@ class Pool {
         std::unique_lock<std::mutex> submitting(submit_mutex_, std::try_to_lock);
         if (!submitting.owns_lock()) return serial(user_context, f, min, size, closure);
 
-        Loop loop{f, user_context, closure, min, size, start_workers(std::min(threads, size) - 1)};
+        Loop loop{f,      user_context, closure,
+                  min,    size,         start_workers(std::min(threads, size) - 1),
+                  shares_};
         loop.share_tasks();
         current_.store(&loop);
         wanted_.store(loop.workers);
@@ -285,6 +292,9 @@ class Pool {
         std::condition_variable wake;
     };
     Slot slots_[kMaxWorkers];
+    // The running loop's shares of tasks (Loop::shares), one per participant; here rather than
+    // in the Loop on the caller's stack, where 32 KiB of them were cleared for every loop.
+    TaskRange shares_[kMaxPoolThreads];
     // Set when the system refused a thread (under submit_mutex_).
     bool refused_ = false;
 };

@@ -104,11 +104,11 @@ TEST(ThreadPool, TwoThreadsRunTwoTasksAtOnce) {
     }
 }
 
-// Four tasks of 20 ms on two threads: the calling thread's share is tasks 0 and 1, the worker's
-// 2 and 3, each taken in order before any task of the other share. Tasks 0 and 2, the first of
-// each share, wait until both have started, so that neither thread starts on the other's share
-// first. A thread steals only once its own share is done (40 ms), so the shares come out whole
-// unless one thread stalls for most of that.
+// Four tasks on two threads: the calling thread's share is tasks 0 and 1, the worker's 2 and 3.
+// Tasks 0 and 2 wait until two tasks have started, 1 and 3 until all four have. A thread takes
+// another's task only once its own share is done, and neither can finish its share before
+// every task has started, so each share runs whole on its own thread, however the threads are
+// delayed (up to the wait's limit of 10 s).
 struct Shares {
     std::atomic<int> started{0};
     std::thread::id ids[4];
@@ -118,11 +118,11 @@ int share_task(void *, int index, uint8_t *closure) {
     Shares &s = *reinterpret_cast<Shares *>(closure);
     s.ids[index] = std::this_thread::get_id();
     s.started.fetch_add(1);
+    const int wait_for = index % 2 == 0 ? 2 : 4;
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (s.started.load() < 2 && std::chrono::steady_clock::now() < give_up) {
+    while (s.started.load() < wait_for && std::chrono::steady_clock::now() < give_up) {
         std::this_thread::yield();
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
     return 0;
 }
 
