@@ -1,8 +1,11 @@
 // Google Benchmark suite for decoding with a KV cache, at the decode shapes of
 // support/named_shapes.def: one step per iteration (decode_step.h). Counters: GB/s of the bytes
 // a step must read (weights plus cached keys and values) and that rate as a fraction of the
-// read bandwidth measured in the same process ("bw"); read_bandwidth reports the latter on its
-// own. decode_bf16/ runs the same step on a bfloat16 handle (2 bytes per element).
+// read bandwidth measured in the same process ("bw"), and as a fraction of the rate at which a
+// buffer of the step's size is read again and again ("bw_resident", for steps of at most 256 MiB:
+// the cache's bandwidth where the step fits it); read_bandwidth and resident_read_bandwidth
+// report those on their own. decode_bf16/ runs the same step on a bfloat16 handle (2 bytes per
+// element).
 //
 //   build/bench/attngen_bench --benchmark_filter='decode|read_bandwidth'
 #include <attngen/attngen.h>
@@ -20,7 +23,11 @@ using attngen::DecodeShape;
 
 // measure_resident_read_bandwidth on 2 threads, as read_bandwidth_gbs and the benchmarks run
 // (attngen's default on the 2-core machines measured), once per byte count.
+// Steps of more than 256 MiB get none (0): no cache holds them, so the rate is memory's, as
+// "bw" already says, and the buffer would double the step's memory (440 MB at
+// llama3-8b-decode-b8).
 double resident_read_bandwidth_gbs(double bytes) {
+    if (bytes > 256.0 * (1 << 20)) return 0.0;
     static std::map<double, double> measured;
     auto it = measured.find(bytes);
     if (it == measured.end()) {

@@ -50,7 +50,8 @@ class DecodeStepper {
 // resident_gbs, "bw_resident", that rate as a fraction of resident_gbs(step bytes), the rate at
 // which the same number of bytes is read again and again (measure_resident_read_bandwidth):
 // where a step's bytes fit the last-level cache, as gpt2-decode's do, a step reads them from
-// there, and "bw" against memory's bandwidth says little.
+// there, and "bw" against memory's bandwidth says little. A resident_gbs of 0 gives no
+// counter.
 void run_decode_steps(benchmark::State &state, const attngen::DecodeShape &s,
                       attngen_precision precision, attngen_device device, double (*reference_gbs)(),
                       double (*resident_gbs)(double bytes) = nullptr);

@@ -78,11 +78,11 @@ struct Loop {
     int min, size;
     // Workers with an index below this take part; the rest leave it to the others.
     int workers;
-    // Participant p (the calling thread 0, worker w w + 1) first claims the tasks of its own
-    // contiguous share of the loop, then those left in the others' shares. Consecutive loops
-    // over the same rows or heads then give each thread the part of the data it wrote in the
-    // last one, which is still in its own caches. Claimed one by one from a single counter,
-    // the threads took tasks alternately, and half of what each read came from the other
+    // Participant p (the calling thread is participant 0, worker w participant w + 1) first claims
+    // the tasks of its own contiguous share of the loop, then those left in the others' shares.
+    // Consecutive loops over the same rows or heads then give each thread the part of the data it
+    // wrote in the last one, which is still in its own caches. Claimed one by one from a single
+    // counter, the threads took tasks alternately, and half of what each read came from the other
     // core: at the tutorial shape (256 heads of 20 keys) the keys' transposing copy and the
     // probabilities waited on such loads (perf: 14% of the probabilities' samples on one load
     // of the transposed keys). The shares are the pool's (Pool::shares_), which one loop at a
@@ -111,8 +111,11 @@ struct Loop {
         int done = 0;
         for (int k = 0; k < participants; k++) {
             TaskRange &share = shares[(participant + k) % participants];
-            // An empty share is passed by with a read, not a claim: a claim would take the
-            // line of a counter its owner may still be claiming from.
+            // An empty share is passed by with a read, not a claim, which would write to a line
+            // that the other threads are reading. (A thread that runs out takes the others'
+            // next tasks from the front, where their owners claim too; taking them from the
+            // back would leave the owners' runs whole, but needs a compare-and-swap of both
+            // ends.)
             if (share.next.load(std::memory_order_relaxed) >= share.end) continue;
             for (;;) {
                 const int i = share.next.fetch_add(1);

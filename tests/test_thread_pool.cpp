@@ -111,6 +111,7 @@ TEST(ThreadPool, TwoThreadsRunTwoTasksAtOnce) {
 // delayed (up to the wait's limit of 10 s).
 struct Shares {
     std::atomic<int> started{0};
+    std::atomic<bool> timed_out{false};
     std::thread::id ids[4];
 };
 
@@ -120,7 +121,11 @@ int share_task(void *, int index, uint8_t *closure) {
     s.started.fetch_add(1);
     const int wait_for = index % 2 == 0 ? 2 : 4;
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (s.started.load() < wait_for && std::chrono::steady_clock::now() < give_up) {
+    while (s.started.load() < wait_for) {
+        if (std::chrono::steady_clock::now() > give_up) {
+            s.timed_out = true;
+            break;
+        }
         std::this_thread::yield();
     }
     return 0;
@@ -130,6 +135,7 @@ TEST(ThreadPool, EachThreadRunsItsOwnContiguousShareFirst) {
     PoolSize pool(2);
     Shares s;
     ASSERT_EQ(spinning_do_par_for(nullptr, share_task, 0, 4, reinterpret_cast<uint8_t *>(&s)), 0);
+    ASSERT_FALSE(s.timed_out) << "the two threads' tasks did not overlap: one thread ran them all";
     EXPECT_EQ(s.ids[0], std::this_thread::get_id()) << "the caller's share is the first";
     EXPECT_EQ(s.ids[1], s.ids[0]);
     EXPECT_NE(s.ids[2], s.ids[0]);
