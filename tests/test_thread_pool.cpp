@@ -63,26 +63,30 @@ TEST(ThreadPool, RunsEveryTaskExactlyOnce) {
     }
 }
 
-// Two tasks that each wait (up to 10 s) until both have started: a pool that ran them one
-// after the other on one thread would time out.
-struct Rendezvous {
+// Tasks that record their thread and wait (up to 10 s) until enough tasks have started, so
+// that the pool must run them on several threads at once: one thread alone would time out.
+struct Meeting {
     std::atomic<int> started{0};
     std::atomic<bool> timed_out{false};
-    std::thread::id ids[2];
+    std::thread::id ids[4];
 };
 
-int rendezvous_task(void *, int index, uint8_t *closure) {
-    Rendezvous &r = *reinterpret_cast<Rendezvous *>(closure);
-    r.ids[index] = std::this_thread::get_id();
-    r.started.fetch_add(1);
+void meet(Meeting &m, int index, int wait_for) {
+    m.ids[index] = std::this_thread::get_id();
+    m.started.fetch_add(1);
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (r.started.load() < 2) {
+    while (m.started.load() < wait_for) {
         if (std::chrono::steady_clock::now() > give_up) {
-            r.timed_out = true;
+            m.timed_out = true;
             break;
         }
         std::this_thread::yield();
     }
+}
+
+// Two tasks that each wait until both have started.
+int rendezvous_task(void *, int index, uint8_t *closure) {
+    meet(*reinterpret_cast<Meeting *>(closure), index, 2);
     return 0;
 }
 
@@ -93,7 +97,7 @@ TEST(ThreadPool, TwoThreadsRunTwoTasksAtOnce) {
     for (int pause_ms : {0, 5}) {
         for (int round = 0; round < 20; ++round) {
             std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
-            Rendezvous r;
+            Meeting r;
             ASSERT_EQ(spinning_do_par_for(nullptr, rendezvous_task, 0, 2,
                                           reinterpret_cast<uint8_t *>(&r)),
                       0);
@@ -109,31 +113,14 @@ TEST(ThreadPool, TwoThreadsRunTwoTasksAtOnce) {
 // another's task only once its own share is done, and neither can finish its share before
 // every task has started, so each share runs whole on its own thread, however the threads are
 // delayed (up to the wait's limit of 10 s).
-struct Shares {
-    std::atomic<int> started{0};
-    std::atomic<bool> timed_out{false};
-    std::thread::id ids[4];
-};
-
 int share_task(void *, int index, uint8_t *closure) {
-    Shares &s = *reinterpret_cast<Shares *>(closure);
-    s.ids[index] = std::this_thread::get_id();
-    s.started.fetch_add(1);
-    const int wait_for = index % 2 == 0 ? 2 : 4;
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (s.started.load() < wait_for) {
-        if (std::chrono::steady_clock::now() > give_up) {
-            s.timed_out = true;
-            break;
-        }
-        std::this_thread::yield();
-    }
+    meet(*reinterpret_cast<Meeting *>(closure), index, index % 2 == 0 ? 2 : 4);
     return 0;
 }
 
 TEST(ThreadPool, EachThreadRunsItsOwnContiguousShareFirst) {
     PoolSize pool(2);
-    Shares s;
+    Meeting s;
     ASSERT_EQ(spinning_do_par_for(nullptr, share_task, 0, 4, reinterpret_cast<uint8_t *>(&s)), 0);
     ASSERT_FALSE(s.timed_out) << "the two threads' tasks did not overlap: one thread ran them all";
     EXPECT_EQ(s.ids[0], std::this_thread::get_id()) << "the caller's share is the first";
