@@ -69,6 +69,22 @@ const int registered = [] {
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();
     }
+    // gpt2-decode's step over caches of other lengths: a generation steps through every length,
+    // and the named shape's 1024 keys are four whole splits of the decode kernel (256 keys
+    // each), the fewest keys computed per key held.
+    for (const DecodeShape &s : attngen::decode_shapes()) {
+        if (std::string(s.name) != "gpt2-decode") continue;
+        for (const int cache_len : {1025, 1100, 1300, 2049}) {
+            DecodeShape at = s;
+            at.cache_len = cache_len;
+            benchmark::RegisterBenchmark(
+                (std::string("decode_length/") + s.name + "/cache:" + std::to_string(cache_len))
+                    .c_str(),
+                BM_Decode, at, ATTNGEN_PRECISION_F32)
+                ->Unit(benchmark::kMillisecond)
+                ->UseRealTime();
+        }
+    }
     benchmark::RegisterBenchmark("read_bandwidth", BM_ReadBandwidth)
         ->Iterations(3)
         ->Unit(benchmark::kMillisecond);

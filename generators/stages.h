@@ -391,8 +391,9 @@ struct DecodeAttentionStage {
     Halide::Expr dv;  // the value head size: a schedule may specialize its tiles on it
 };
 
-// How long a split is. ShrinkToCall: split_keys, or less when the call's longest item is
-// shorter (a step over 20 cached keys is one split of 32, not of 256). Fixed: split_keys always,
+// How long a split is. ShrinkToCall: at most split_keys, the call's keys (up to its longest
+// item) shared evenly among as few splits as that allows, in multiples of kReductionLanes (a
+// step over 20 cached keys is one split of 32, over 1025 five of 208). Fixed: split_keys always,
 // for schedules that keep a split's keys in buffers of a constant size (GPU shared memory); the
 // keys past a short call's last are masked.
 enum class DecodeSplit { ShrinkToCall, Fixed };

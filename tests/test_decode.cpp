@@ -133,10 +133,12 @@ TEST(Decode, ValueHeadSizesAtTheValueTileEdges) {
     }
 }
 
-// A cache longer than one split of the decode kernel (256 keys): splits merged by their
-// log-sum-exp, the last one partial.
+// A cache longer than one split of the decode kernel (at most 256 keys): splits merged by their
+// log-sum-exp, the keys shared out evenly among them (define_decode_attention). Steps from
+// 512 keys (two whole splits) to 516 (three of 176), and over 596-600 keys (three of 208).
 TEST(Decode, LongCacheAcrossSplits) {
     DecodeAndCheck(Model(16, 4).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF), 600, 595, 600);
+    DecodeAndCheck(Model(16, 4), 516, 511, 516);
 }
 
 TEST(Decode, ItemsAtDifferentLengthsInOneCall) {
