@@ -5,7 +5,7 @@
 // buffer of the step's size is read again and again ("bw_resident", for steps of at most 256 MiB:
 // the cache's bandwidth where the step fits it); read_bandwidth and resident_read_bandwidth
 // report those on their own. decode_bf16/ runs the same step on a bfloat16 handle (2 bytes per
-// element).
+// element); decode_length/ runs gpt2-decode's step over caches of other lengths.
 //
 //   build/bench/attngen_bench --benchmark_filter='decode|read_bandwidth'
 #include <attngen/attngen.h>

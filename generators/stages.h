@@ -354,8 +354,8 @@ FlashAttentionStage define_flash_attention(
 
 // Attention of a few queries over a KV cache, as decoding runs it (stages_decode.cpp): the
 // queries that share a key/value head are the rows of one problem, the cached keys are split
-// into blocks of split_keys computed apart (in parallel, when there are too few heads and items
-// to feed the cores), and the blocks' results merged by their log-sum-exp (FlashDecoding).
+// into blocks of at most split_keys computed apart (in parallel, when there are too few heads and
+// items to feed the cores), and the blocks' results merged by their log-sum-exp (FlashDecoding).
 struct DecodeInputs {
     Halide::Func q;        // (d, i, h, b): the projected, rotated queries
     Halide::Func k_cache;  // (j, d, hk, item): keys, positions innermost
@@ -392,8 +392,9 @@ struct DecodeAttentionStage {
 };
 
 // How long a split is. ShrinkToCall: at most split_keys, the call's keys (up to its longest
-// item) shared evenly among as few splits as that allows, in multiples of kReductionLanes (a
-// step over 20 cached keys is one split of 32, over 1025 five of 208). Fixed: split_keys always,
+// item) shared evenly among as few splits as that allows, in multiples of kReductionLanes, the
+// last split shorter where they do not divide (a step over 20 cached keys is one split of 32,
+// over 1025 five of 208, over 4097 sixteen of 256 and one of 1). Fixed: split_keys always,
 // for schedules that keep a split's keys in buffers of a constant size (GPU shared memory); the
 // keys past a short call's last are masked.
 enum class DecodeSplit { ShrinkToCall, Fixed };
