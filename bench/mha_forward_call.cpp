@@ -30,7 +30,9 @@ MhaForwardCall::MhaForwardCall(const attngen::NamedShape &s, attngen_precision p
         return;
     }
     q_ = random_vector(size_t(s.batch) * s.q_len * s.d_model, 1.0f, 6);
-    kv_ = random_vector(size_t(s.batch) * s.kv_len * s.d_model, 1.0f, 7);
+    // Where the lengths agree, self-attention: query, key and value are one tensor, as an encoder
+    // layer calls it and as scripts/bench_torch.py feeds torch and ONNX Runtime.
+    if (s.q_len != s.kv_len) kv_ = random_vector(size_t(s.batch) * s.kv_len * s.d_model, 1.0f, 7);
     out_.resize(size_t(s.batch) * s.q_len * s.d_model);
     if (s.weights) weights_.resize(size_t(s.batch) * s.heads * s.q_len * s.kv_len);
     mask_.causal = s.causal ? ATTNGEN_CAUSAL_TOP_LEFT : ATTNGEN_CAUSAL_NONE;
@@ -41,9 +43,9 @@ MhaForwardCall::~MhaForwardCall() {
 }
 
 attngen_status MhaForwardCall::operator()() {
-    return attngen_mha_forward(m_, shape_.batch, shape_.q_len, shape_.kv_len, q_.data(), kv_.data(),
-                               kv_.data(), &mask_, out_.data(),
-                               weights_.empty() ? nullptr : weights_.data());
+    const float *kv = kv_.empty() ? q_.data() : kv_.data();
+    return attngen_mha_forward(m_, shape_.batch, shape_.q_len, shape_.kv_len, q_.data(), kv, kv,
+                               &mask_, out_.data(), weights_.empty() ? nullptr : weights_.data());
 }
 
 }  // namespace attngen_bench

@@ -1,5 +1,6 @@
 // One MHA forward at a named shape as a benchmark calls it: a handle with random weights (and
-// biases) in the given precision, random inputs, and the shape's mask. Shared by the CPU suite
+// biases) in the given precision, random inputs (one tensor for query, key and value where the
+// shape's lengths agree), and the shape's mask. Shared by the CPU suite
 // (bench_attngen.cpp) and the parallel-loop timeline (parallel_timeline.cpp).
 #ifndef ATTNGEN_BENCH_MHA_FORWARD_CALL_H
 #define ATTNGEN_BENCH_MHA_FORWARD_CALL_H
@@ -31,7 +32,7 @@ class MhaForwardCall {
     attngen::NamedShape shape_;
     attngen_mha *m_ = nullptr;
     attngen_mask mask_{};
-    std::vector<float> q_, kv_, out_, weights_;
+    std::vector<float> q_, kv_, out_, weights_;  // kv_ empty: self-attention on q_
     std::string error_;
 };
 
