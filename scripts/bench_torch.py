@@ -121,8 +121,8 @@ def _inputs(s: Shape, bf16: bool = False) -> tuple[Any, Any]:
     g = torch.Generator().manual_seed(6)
     q = torch.rand(s.batch, s.q_len, s.d_model, generator=g) * 2 - 1
     # Self-attention where the lengths allow it (the same tensor for query, key and value):
-    # that lets nn.MultiheadAttention take its fused fast path, so torch is at its best. The
-    # FLOPs are the same as for attngen's benchmark, which feeds distinct query and key/value.
+    # that lets nn.MultiheadAttention take its fused fast path, so torch is at its best.
+    # attngen's benchmark (bench/mha_forward_call.cpp) passes one tensor the same way.
     kv = q if s.q_len == s.kv_len else torch.rand(s.batch, s.kv_len, s.d_model, generator=g) * 2 - 1
     if bf16:
         q = q.to(torch.bfloat16)
