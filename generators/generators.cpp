@@ -43,10 +43,20 @@ Type storage_type(Precision p) {
 }
 
 // The type of a precision's weight buffers on `target`: on GPU targets the 16-bit formats come
-// as their bits, uint16 (storage_bits_as_float says why).
+// as their bits, uint16, but for float16 on CUDA (layout.h, half_weights_as_bits).
 Type weight_buffer_type(Precision p, const Target &target) {
     const Type t = storage_type(p);
-    return t.bits() == 16 && target.has_gpu_feature() ? UInt(16) : t;
+    const bool as_bits =
+        t.bits() == 16 && half_weights_as_bits(t == BFloat(16), target.has_gpu_feature(),
+                                               target.has_feature(Target::CUDA));
+    return as_bits ? UInt(16) : t;
+}
+
+// The type of a KV cache's buffers, and of the rows stored into it, on `target`: on GPU targets
+// the 16-bit formats as their bits (layout.h, half_cache_as_bits).
+Type cache_buffer_type(Precision p, const Target &target) {
+    const Type t = storage_type(p);
+    return t.bits() == 16 && half_cache_as_bits(target.has_gpu_feature()) ? UInt(16) : t;
 }
 
 // Schedule knobs shared by every generator: a GeneratorParam per knob of schedule_knobs.h,
@@ -550,9 +560,10 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
     Output<Buffer<void, 4>> v_rows{"v_rows"};  // (v_head_dim, len, kv_heads, batch)
 
     void configure() {
-        const Type t = weight_buffer_type(precision, get_target());
-        for (auto *w : {&wk_t, &wv_t}) w->set_type(t);
-        for (auto *rows : {&k_rows, &v_rows}) rows->set_type(t);
+        for (auto *w : {&wk_t, &wv_t}) w->set_type(weight_buffer_type(precision, get_target()));
+        for (auto *rows : {&k_rows, &v_rows}) {
+            rows->set_type(cache_buffer_type(precision, get_target()));
+        }
     }
 
     void generate() {
@@ -575,10 +586,12 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
             rotary("k_rotated", kh, RopeInputs{rope, rotary_dim, bounded(rope_inv_freq)}, position);
         const Type stored = storage_type(precision);
         const Target t = get_target();
-        // GPU kernels hold no 16-bit float type: the rounding to the format is integer arithmetic
-        // there, with the same results (tests/stages: HalfBits).
+        // Where a GPU kernel takes the format as bits (layout.h, half_cache_as_bits), the rounding
+        // to it is integer arithmetic, with the same results (tests/stages: HalfBits).
         const auto store = [&](const Expr &x) {
-            if (stored.bits() == 16 && t.has_gpu_feature()) return float_to_storage_bits(x, stored);
+            if (cache_buffer_type(precision, t) == UInt(16)) {
+                return float_to_storage_bits(x, stored);
+            }
             return cast(stored, x);
         };
         k_rows(l, d, hk, b) = store(kr(d, l, hk, b));
@@ -642,7 +655,7 @@ class KvStoreGenerator : public AttngenGenerator<KvStoreGenerator> {
     Output<Buffer<void, 4>> v_cache{"v_cache"};  // (v_head_dim, max_len, kv_heads, max_batch)
 
     void configure() {
-        const Type t = weight_buffer_type(precision, get_target());
+        const Type t = cache_buffer_type(precision, get_target());
         for (auto *rows : {&k_rows, &v_rows}) rows->set_type(t);
         k_cache.set_type(t);
         v_cache.set_type(t);
@@ -653,7 +666,7 @@ class KvStoreGenerator : public AttngenGenerator<KvStoreGenerator> {
         if (!t.has_gpu_feature()) {
             throw CompileError("attngen_kv_store is for GPU targets; target: " + t.to_string());
         }
-        const Type stored = weight_buffer_type(precision, t);
+        const Type stored = cache_buffer_type(precision, t);
         Var p("p"), d("d"), blk("blk"), hk("hk"), it("it"), c("c");
         // Undefined: the positions not appended to keep what the cache held.
         k_cache(p, d, blk, hk, it) = undef(stored);
@@ -734,10 +747,9 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
     Output<Buffer<float, 2>> output{"output"};         // (d_model, q_len * batch)
 
     void configure() {
-        const Type t = weight_buffer_type(precision, get_target());
-        for (auto *w : {&wq_t, &wo_t}) w->set_type(t);
-        k_cache.set_type(t);
-        v_cache.set_type(t);
+        for (auto *w : {&wq_t, &wo_t}) w->set_type(weight_buffer_type(precision, get_target()));
+        k_cache.set_type(cache_buffer_type(precision, get_target()));
+        v_cache.set_type(cache_buffer_type(precision, get_target()));
     }
 
     void generate() {
@@ -755,10 +767,13 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         Func qr =
             rotary("q_rotated", qh, RopeInputs{rope, rotary_dim, bounded(rope_inv_freq)}, position);
 
-        // The cache's elements as float32: on GPU targets a 16-bit format comes as its bits.
+        // The cache's elements as float32: on GPU targets a 16-bit format may come as its bits
+        // (layout.h, half_cache_as_bits).
         const Type stored = storage_type(precision);
         const auto widened = [&](const Expr &x) {
-            if (stored.bits() == 16 && t.has_gpu_feature()) return storage_bits_as_float(x, stored);
+            if (cache_buffer_type(precision, t) == UInt(16)) {
+                return storage_bits_as_float(x, stored);
+            }
             return cast<float>(x);
         };
         Var j("j"), kd("kd"), khk("khk"), kitem("kitem");

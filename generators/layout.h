@@ -17,12 +17,32 @@ constexpr int kWeightPadding = 64;
 // Each pair is one lane of vdpbf16ps (ProjectionStage::paired).
 constexpr int kWeightPairs = 2;
 
-// GPU kernels multiply float32 (the 16-bit bits widened), so bfloat16 weights for a GPU are
+// GPU kernels multiply float32 (the 16-bit formats widened), so bfloat16 weights for a GPU are
 // stored as float16 ones are, one feature per row: a projection thread's 4 outputs of a feature
 // are then one 8-byte load, and decoding's matrix-vector products take the few-rows path. In
 // pairs, an H100 ran llama3-8b-decode in 7.01 ms in bfloat16 against 0.548 in float32.
 constexpr bool weights_in_pairs(bool bfloat16, bool gpu) {
     return bfloat16 && !gpu;
+}
+
+// Whether a GPU kernel takes 16-bit weights as their bits (uint16), widened to float32 and their
+// operands rounded to the format in integer arithmetic (generators/stages.h,
+// storage_bits_as_float), rather than as Halide's 16-bit float type. OpenCL C holds float16 only
+// with the cl_half feature, which NVIDIA's OpenCL lacks, and Halide 21's PTX backend failed an
+// LLVM assertion on bfloat16 weights; float16 on CUDA is a hardware type, one cvt instruction
+// each way. As bits, float16's widening (rebias, subnormals, infinities) took a dozen integer
+// operations per weight inside the projections' reductions: on an H200, CUDA forwards with
+// float16 weights took 1.3-2.4x the time of float32 ones below bert-512-b8, and as float16 they
+// run level with float32 (bench/RESULTS.md).
+constexpr bool half_weights_as_bits(bool bfloat16, bool gpu, bool cuda) {
+    return gpu && (bfloat16 || !cuda);
+}
+
+// A KV cache, and the rows a GPU kernel projects into it, keep the 16-bit formats as bits on every
+// GPU target. As float16 on CUDA, the cache's store kernel (one for both formats' bits) would
+// need a variant of its own, and the decode kernel reading float16 has not run on a GPU yet.
+constexpr bool half_cache_as_bits(bool gpu) {
+    return gpu;
 }
 
 // Stored weights (columns o, or 2 o + f % 2 for bfloat16 pairs; rows f, or f / 2) are laid out

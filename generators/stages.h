@@ -76,8 +76,8 @@ struct ProjectionStage {
 // `storage`, float32, bfloat16 or float16: the products then take x rounded to that type
 // (round_operand) and the weights, both exact in float32, and accumulate in float32. Bfloat16
 // weights for CPUs come in pairs: w_t(2 o + f % 2, f / 2) is the weight of output o and input f.
-// w_t holds `storage` itself, or for the 16-bit formats their bit patterns as uint16 (GPU targets:
-// see storage_bits_as_float).
+// w_t holds `storage` itself, or for the 16-bit formats their bit patterns as uint16 (some GPU
+// targets: layout.h, half_weights_as_bits).
 // float_operand (bfloat16 weights): x rounded to bfloat16 is stored as float32, for targets
 // without a bfloat16 dot product, whose register tiles then broadcast it as it is instead of
 // widening every element at every step.
@@ -119,9 +119,8 @@ Halide::Expr round_operand_bits(const Halide::Expr &x, const Halide::Type &type)
 Halide::Func weight_panel_view(const Halide::Func &stored, int panel_columns);
 
 // A 16-bit float's bits (uint16: bfloat16 or IEEE float16 as `storage` says) as the float32 of
-// the same value, in integer arithmetic. Halide 21 cannot load 16-bit floats in OpenCL C without
-// the cl_half feature (which NVIDIA's OpenCL lacks), and its PTX backend failed an LLVM assertion
-// ("Invalid cast!") on bfloat16 weights; the bits as uint16 need neither.
+// the same value, in integer arithmetic, for GPU kernels that cannot hold the format as Halide's
+// type, or that keep it as bits (layout.h: half_weights_as_bits, half_cache_as_bits).
 Halide::Expr storage_bits_as_float(const Halide::Expr &bits, const Halide::Type &storage);
 
 // x as the bits (uint16) of `storage`, bfloat16 or float16, rounded to nearest even as Halide's

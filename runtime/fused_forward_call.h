@@ -20,15 +20,16 @@
 namespace attngen::rt {
 
 // A packed projection's weight and bias as kernel buffers over its storage: the weight of the
-// projection's precision (a bfloat16 or float16 buffer over its bits), the bias float32. GPU
-// kernels take the 16-bit formats as their bits, uint16 (generators/stages.h,
-// storage_bits_as_float): `as_bits` types the buffer so.
+// projection's precision (a bfloat16 or float16 buffer over its bits), the bias float32, typed
+// as the kernels of `device` take them (weight_element_type: some GPU kernels take the 16-bit
+// formats as their bits, uint16).
 struct ProjectionBuffers {
     std::optional<TensorBuffer<float, 2>> float_weight;
     std::optional<TensorBuffer<uint16_t, 2>> half_weight;
     TensorBuffer<float, 1> bias;
 
-    explicit ProjectionBuffers(const PackedProjection &p, bool as_bits = false)
+    explicit ProjectionBuffers(const PackedProjection &p,
+                               attngen_device device = ATTNGEN_DEVICE_CPU)
         : bias(p.bias.data(), {p.padded_out}) {
         if (p.precision == ATTNGEN_PRECISION_F32) {
             float_weight.emplace(p.weight.data(),
@@ -36,7 +37,7 @@ struct ProjectionBuffers {
         } else {
             half_weight.emplace(p.weight_bits.data(),
                                 std::array<int32_t, 2>{p.panels(), p.panel_size()},
-                                std::array<bool, 2>{}, stored_element_type(p.precision, as_bits));
+                                std::array<bool, 2>{}, weight_element_type(p.precision, device));
         }
     }
     halide_buffer_t *weight() { return float_weight ? float_weight->get() : half_weight->get(); }

@@ -135,8 +135,7 @@ const CacheKernels &cache_kernels(attngen_device device, attngen_precision preci
 template <int N, typename Bytes>
 TensorBuffer<uint8_t, N> stored_buffer(const Bytes &bytes, attngen_device device,
                                        attngen_precision p, const std::array<int32_t, N> &shape) {
-    return TensorBuffer<uint8_t, N>(bytes.data(), shape, {},
-                                    stored_element_type(p, device != ATTNGEN_DEVICE_CPU));
+    return TensorBuffer<uint8_t, N>(bytes.data(), shape, {}, cache_element_type(p, device));
 }
 
 // The cache keeps no NaN or infinity: a stored one would reach every later step of its item,
@@ -309,7 +308,7 @@ static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t
             cfg.device, m->gpu(),
             {max_batch, cfg.num_kv_heads, blocks, cfg.head_dim, kCacheKeyBlock},
             {max_batch, cfg.num_kv_heads, max_len, cfg.v_head_dim},
-            stored_element_type(cfg.precision, true), &c->on_device));
+            cache_element_type(cfg.precision, cfg.device), &c->on_device));
     }
     *out = c.release();
     clear_error();

@@ -19,7 +19,7 @@ class DeviceKvStorage {
   public:
     // Shapes outermost first, as TensorBuffer takes them: keys [max_batch][kv_heads][blocks]
     // [head_dim][kCacheKeyBlock], values [max_batch][kv_heads][max_len][v_head_dim], elements of
-    // `element` (stored_element_type). Every element starts at +0: the flash kernel multiplies
+    // `element` (cache_element_type). Every element starts at +0: the flash kernel multiplies
     // the values of masked positions by probability 0, and uninitialized memory could hold a NaN.
     static attngen_status create(attngen_device device, const GpuBinding &gpu,
                                  const std::array<int32_t, 5> &key_shape,

@@ -28,11 +28,10 @@ struct ProjectionWeights {
     DeviceScratch device_copies;
 
     attngen_status upload(attngen_device device) {
-        const bool as_bits = device != ATTNGEN_DEVICE_CPU;
-        wq = std::make_unique<ProjectionBuffers>(q, as_bits);
-        wk = std::make_unique<ProjectionBuffers>(k, as_bits);
-        wv = std::make_unique<ProjectionBuffers>(v, as_bits);
-        wo = std::make_unique<ProjectionBuffers>(o, as_bits);
+        wq = std::make_unique<ProjectionBuffers>(q, device);
+        wk = std::make_unique<ProjectionBuffers>(k, device);
+        wv = std::make_unique<ProjectionBuffers>(v, device);
+        wo = std::make_unique<ProjectionBuffers>(o, device);
         if (device == ATTNGEN_DEVICE_CPU) return ATTNGEN_OK;
         const halide_device_interface_t *interface = gpu_interface_or_fail(device);
         for (ProjectionBuffers *b : {wq.get(), wk.get(), wv.get(), wo.get()}) {

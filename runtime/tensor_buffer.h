@@ -8,6 +8,8 @@
 #include <array>
 #include <cstdint>
 
+#include "layout.h"
+
 namespace attngen::rt {
 
 template <typename T>
@@ -47,11 +49,22 @@ inline halide_type_t precision_type(attngen_precision p) {
     return halide_type_t(halide_type_float, 32);
 }
 
-// The type of those elements as a kernel takes them: GPU kernels (as_bits) take the 16-bit
-// formats as their bits, uint16 (generators/stages.h, storage_bits_as_float).
-inline halide_type_t stored_element_type(attngen_precision p, bool as_bits) {
-    if (as_bits && p != ATTNGEN_PRECISION_F32) return halide_type_t(halide_type_uint, 16);
-    return precision_type(p);
+// The type of weights as a kernel for `device` takes them: GPU kernels take the 16-bit formats as
+// their bits, uint16, but for float16 on CUDA (generators/layout.h, half_weights_as_bits).
+inline halide_type_t weight_element_type(attngen_precision p, attngen_device device) {
+    const bool as_bits =
+        p != ATTNGEN_PRECISION_F32 &&
+        half_weights_as_bits(p == ATTNGEN_PRECISION_BF16, device != ATTNGEN_DEVICE_CPU,
+                             device == ATTNGEN_DEVICE_CUDA);
+    return as_bits ? halide_type_t(halide_type_uint, 16) : precision_type(p);
+}
+
+// The type of a KV cache's elements, and of rows stored into it, as a kernel for `device` takes
+// them: on GPUs the 16-bit formats as their bits (generators/layout.h, half_cache_as_bits).
+inline halide_type_t cache_element_type(attngen_precision p, attngen_device device) {
+    const bool as_bits =
+        p != ATTNGEN_PRECISION_F32 && half_cache_as_bits(device != ATTNGEN_DEVICE_CPU);
+    return as_bits ? halide_type_t(halide_type_uint, 16) : precision_type(p);
 }
 
 // A dense row-major tensor seen as a Halide buffer: shape is outermost first, as in the C API,

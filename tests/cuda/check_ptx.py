@@ -4,6 +4,11 @@ where the CUDA toolkit's ptxas is installed, that the PTX assembles for newer GP
 step the driver performs at run time).
 
 usage: check_ptx.py BINARY --target sm_70 [--assemble-for sm_80 sm_90] [--ptxas PATH]
+                    [--require INSTRUCTION ...]
+
+--require: an instruction that some module must use, e.g. cvt.f32.f16, the hardware widening of
+float16 weights (generators/layout.h, half_weights_as_bits): without it the kernels widen
+float16 in a dozen integer operations per element.
 """
 import argparse
 import os
@@ -31,6 +36,7 @@ def main():
     parser.add_argument("--target", required=True, help="the .target the PTX must name")
     parser.add_argument("--assemble-for", nargs="*", default=[])
     parser.add_argument("--ptxas", default="")
+    parser.add_argument("--require", nargs="*", default=[])
     args = parser.parse_args()
 
     with open(args.binary, "rb") as f:
@@ -40,6 +46,13 @@ def main():
         return 1
     print(f"{len(modules)} PTX module(s) in {args.binary}")
     failures = 0
+    for instruction in args.require:
+        users = sum(1 for ptx in modules if re.search(rb"\b" + re.escape(instruction.encode()) +
+                                                      rb"\s", ptx))
+        print(f"{instruction}: used in {users} module(s)")
+        if not users:
+            print(f"FAIL: no module uses {instruction}")
+            failures += 1
     for index, ptx in enumerate(modules):
         targets = set(re.findall(rb"\.target (sm_\d+)", ptx))
         entries = re.findall(rb"\.entry (\w+)", ptx)
