@@ -32,11 +32,15 @@ constexpr bool weights_in_pairs(bool bfloat16, bool gpu) {
 // LLVM assertion on bfloat16 weights; float16 on CUDA is a hardware type, one cvt instruction
 // each way. As bits, float16's widening (rebias, subnormals, infinities) took a dozen integer
 // operations per weight inside the projections' reductions: on an H200, CUDA forwards with
-// float16 weights took 1.3-2.4x the time of float32 ones below bert-512-b8, and as float16 they
-// run level with float32 (bench/RESULTS.md).
+// float16 weights took 1.6-2.4x the time of float32 ones below bert-512-b8, and as float16
+// 0.99-1.10x (bench/RESULTS.md).
 constexpr bool half_weights_as_bits(bool bfloat16, bool gpu, bool cuda) {
     return gpu && (bfloat16 || !cuda);
 }
+// define_projection reads weights as bits as a GPU's, one feature per row (weights_in_pairs):
+// bfloat16 taken as Halide's type on a GPU would be read in pairs the runtime does not pack.
+static_assert(half_weights_as_bits(true, true, true) && half_weights_as_bits(true, true, false),
+              "a GPU's bfloat16 weights are bits");
 
 // A KV cache, and the rows a GPU kernel projects into it, keep the 16-bit formats as bits on every
 // GPU target. As float16 on CUDA, the cache's store kernel (one for both formats' bits) would

@@ -838,7 +838,10 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
     while (score_vectors > 1 && !tile_fits(score_vectors, score_rows, target)) score_vectors /= 2;
     // One query row (a step of multi-head attention without grouped heads) gets tiles of one
     // row: the tiles of several rows computed the last row again in the others, 4x the score's
-    // and 2x the values' multiply-adds at gpt2-decode.
+    // and 2x the values' multiply-adds at gpt2-decode. Its accumulators (two on AVX-512) do not
+    // hold the step back: one-row tiles of two blocks (4 vectors, 4 chains of FMAs) took 1.02x
+    // the time at decode/gpt2-decode and 1.06-1.14x over 1025-1300 keys, whose splits they round
+    // up (scripts/ab_runs.py, 3 rounds, AVX-512, 2 threads, Zen 4; bench/RESULTS.md).
     const Expr one_row = a.rows == 1;
     schedule_register_tile_at(a.score, at, j, r, a.r_dot, score_vectors, score_rows, vec,
                               {{one_row, score_vectors, 1}});

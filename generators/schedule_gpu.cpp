@@ -175,9 +175,11 @@ void schedule_few_rows_gpu(ProjectionStage &p) {
 // rows x input x output features: 4096 x 768 x 768 0.272 -> 0.209 ms, 8192 x 768 x 768 0.496
 // -> 0.413, 512 x 4096 x 4096 0.918 -> 0.751 (torch F.linear, cuBLAS, in the same call: 0.136,
 // 0.234, 0.366); chunks of 16 6-7% slower; at chunks of 16, 4 x 8 and 8 x 4 thread tiles
-// 1.08-1.19x and 1.58-1.59x slower than 4 x 4. This kernel itself, in the library, has not run
-// on a GPU yet (only through PoCL). It loses to the short path's 4 x 2 tiles at bert-512 (0.062
-// against 0.058 ms).
+// 1.08-1.19x and 1.58-1.59x slower than 4 x 4. In the library (an H200, 2026-11-28, against
+// the L1 path's last run there, another day): mha_forward_device/bert-512-b8 2.86 -> 2.33 ms,
+// long-causal 3.19 -> 2.77, long-self-32k 576 -> 505, with the flash kernel's wide key loads
+// landed in between. It loses to the short path's 4 x 2 tiles at bert-512 (0.062 against 0.058
+// ms).
 void schedule_staged_projection(ProjectionStage &p, int rows) {
     const int tile = kProjectionThreadTile;
     const int o_threads = kWeightPadding / tile, n_threads = rows / tile;

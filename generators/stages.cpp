@@ -50,9 +50,9 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
         const Expr w = w_t(o, f);
         return as_bits ? storage_bits_as_float(w, storage) : cast<float>(w);
     };
-    // Weights as bits take their operands rounded in integer arithmetic as well, for the same
-    // reason; otherwise in the storage type, which is what matches vdpbf16ps, or with
-    // float_operand (no vdpbf16ps to match) that value held as float32.
+    // Weights as bits take their operands rounded in integer arithmetic as well (layout.h,
+    // half_weights_as_bits); otherwise in the storage type, which is what matches vdpbf16ps, or
+    // with float_operand (no vdpbf16ps to match) that value held as float32.
     const auto rounded = [&](const Expr &v) {
         if (as_bits) return round_operand_bits(v, storage);
         return float_operand ? cast<float>(cast(storage, v)) : cast(storage, v);
@@ -61,7 +61,8 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
     // initialization into a call to memset (perf: 1-2% of a forward).
     p.acc(o, n) = bias(o);
     Expr product;
-    // Weights as bits are a GPU kernel's (storage_bits_as_float).
+    // Only GPU kernels take weights as bits, and a GPU's bfloat16 always does (layout.h), so
+    // as_bits stands for the GPU here: one feature per row, not the CPU's pairs.
     if (weights_in_pairs(storage == BFloat(16), as_bits)) {
         p.paired = true;
         p.r = RDom(0, kWeightPairs, 0, (p.in_features + 1) / kWeightPairs, name + "_r");

@@ -125,7 +125,7 @@ Halide::Expr storage_bits_as_float(const Halide::Expr &bits, const Halide::Type 
 
 // x as the bits (uint16) of `storage`, bfloat16 or float16, rounded to nearest even as Halide's
 // cast rounds: a float16 beyond its range is infinite (the runtime refuses it before a KV cache
-// takes it). For GPU kernels, which cannot hold 16-bit float types (storage_bits_as_float).
+// takes it). For GPU kernels that keep the format as bits (layout.h, half_cache_as_bits).
 Halide::Expr float_to_storage_bits(const Halide::Expr &x, const Halide::Type &storage);
 
 // x rounded to nearest (even) in `type` (bfloat16 or float16) and widened back to float32.

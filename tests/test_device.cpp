@@ -363,7 +363,7 @@ class DeviceBuffer {
     attngen_status status_;
 };
 
-// In every precision: a half-precision handle's weights live on the device as their bits.
+// In every precision: a half-precision handle's weights live on the device in the format.
 void CheckDeviceAddressesMatchHostPointers(attngen_precision precision);
 
 TEST_F(DeviceTest, DeviceAddressesMatchHostPointers) {

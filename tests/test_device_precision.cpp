@@ -1,8 +1,9 @@
 // Half-precision handles on the GPU (ATTNGEN_PRECISION_BF16 and F16): the fused forward against
 // the float64 reference with the precision's bounds (error_bounds.h), at the GPU schedule's tile
 // edges, and against a CPU handle of the same precision. The GPU kernels take the weights as
-// their bits and round operands in integer arithmetic (generators/stages.h); the CPU kernels
-// round by Halide's casts, so the two must round every operand alike.
+// their bits and round operands in integer arithmetic (generators/stages.h), but for float16 on
+// CUDA, which rounds with cvt.rn.f16.f32 (generators/layout.h); the CPU kernels round by
+// Halide's casts, so the two must round every operand alike.
 #include <attngen/attngen.h>
 #include <gtest/gtest.h>
 

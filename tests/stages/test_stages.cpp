@@ -653,7 +653,7 @@ TEST(Rope, MatchesTheFormulaAtLargePositions) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// The 16-bit formats in integer arithmetic (GPU kernels take their weights as bits): every
+// The 16-bit formats in integer arithmetic (some GPU kernels take their weights as bits): every
 // pattern decodes to the value the runtime's own conversion gives, and operands round exactly
 // as Halide's casts (the CPU kernels') round them.
 
