@@ -80,86 +80,45 @@ std::string type_name(halide_type_t t) {
     return std::string(t.code < 5 ? codes[t.code] : "?") + std::to_string(t.bits);
 }
 
+// A generator's kernels for one device in the three precisions: <prefix><device>,
+// <prefix>bf16_<device>, <prefix>f16_<device>.
+#define ATTNGEN_THREE_PRECISIONS(prefix, device_suffix, device)                                   \
+    Kernel{#prefix #device_suffix, prefix##device_suffix##_metadata(), device,                    \
+           ATTNGEN_PRECISION_F32},                                                                \
+        Kernel{#prefix "bf16_" #device_suffix, prefix##bf16_##device_suffix##_metadata(), device, \
+               ATTNGEN_PRECISION_BF16},                                                           \
+        Kernel {                                                                                  \
+#prefix "f16_" #device_suffix, prefix##f16_##device_suffix##_metadata(), device,          \
+            ATTNGEN_PRECISION_F16                                                                 \
+    }
+// The kernels the runtime calls with a handle's weights and a cache's buffers on a GPU; the
+// store kernel of the 16-bit formats serves both.
+#define ATTNGEN_GPU_KERNELS(device_suffix, device)                                                \
+    ATTNGEN_THREE_PRECISIONS(attngen_mha_forward_, device_suffix, device),                        \
+        ATTNGEN_THREE_PRECISIONS(attngen_kv_project_, device_suffix, device),                     \
+        ATTNGEN_THREE_PRECISIONS(attngen_mha_decode_, device_suffix, device),                     \
+        Kernel{"attngen_kv_store_" #device_suffix, attngen_kv_store_##device_suffix##_metadata(), \
+               device, ATTNGEN_PRECISION_F32},                                                    \
+        Kernel{"attngen_kv_store_bits16_" #device_suffix " (bf16)",                               \
+               attngen_kv_store_bits16_##device_suffix##_metadata(), device,                      \
+               ATTNGEN_PRECISION_BF16},                                                           \
+        Kernel {                                                                                  \
+        "attngen_kv_store_bits16_" #device_suffix " (f16)",                                       \
+            attngen_kv_store_bits16_##device_suffix##_metadata(), device, ATTNGEN_PRECISION_F16   \
+    }
+
 std::vector<Kernel> linked_kernels() {
-    std::vector<Kernel> kernels = {
-        Kernel{"attngen_mha_forward_cpu", attngen_mha_forward_cpu_metadata(), ATTNGEN_DEVICE_CPU,
-               ATTNGEN_PRECISION_F32},
-        Kernel{"attngen_mha_forward_bf16_cpu", attngen_mha_forward_bf16_cpu_metadata(),
-               ATTNGEN_DEVICE_CPU, ATTNGEN_PRECISION_BF16},
-        Kernel{"attngen_mha_forward_f16_cpu", attngen_mha_forward_f16_cpu_metadata(),
-               ATTNGEN_DEVICE_CPU, ATTNGEN_PRECISION_F16},
-        Kernel{"attngen_kv_project_cpu", attngen_kv_project_cpu_metadata(), ATTNGEN_DEVICE_CPU,
-               ATTNGEN_PRECISION_F32},
-        Kernel{"attngen_kv_project_bf16_cpu", attngen_kv_project_bf16_cpu_metadata(),
-               ATTNGEN_DEVICE_CPU, ATTNGEN_PRECISION_BF16},
-        Kernel{"attngen_kv_project_f16_cpu", attngen_kv_project_f16_cpu_metadata(),
-               ATTNGEN_DEVICE_CPU, ATTNGEN_PRECISION_F16},
-        Kernel{"attngen_mha_decode_cpu", attngen_mha_decode_cpu_metadata(), ATTNGEN_DEVICE_CPU,
-               ATTNGEN_PRECISION_F32},
-        Kernel{"attngen_mha_decode_bf16_cpu", attngen_mha_decode_bf16_cpu_metadata(),
-               ATTNGEN_DEVICE_CPU, ATTNGEN_PRECISION_BF16},
-        Kernel{"attngen_mha_decode_f16_cpu", attngen_mha_decode_f16_cpu_metadata(),
-               ATTNGEN_DEVICE_CPU, ATTNGEN_PRECISION_F16},
-    };
+    return {
+        ATTNGEN_THREE_PRECISIONS(attngen_mha_forward_, cpu, ATTNGEN_DEVICE_CPU),
+        ATTNGEN_THREE_PRECISIONS(attngen_kv_project_, cpu, ATTNGEN_DEVICE_CPU),
+        ATTNGEN_THREE_PRECISIONS(attngen_mha_decode_, cpu, ATTNGEN_DEVICE_CPU),
 #ifdef ATTNGEN_HAVE_CUDA
-    const std::vector<Kernel> cuda = {
-        Kernel{"attngen_mha_forward_cuda", attngen_mha_forward_cuda_metadata(), ATTNGEN_DEVICE_CUDA,
-               ATTNGEN_PRECISION_F32},
-        Kernel{"attngen_mha_forward_bf16_cuda", attngen_mha_forward_bf16_cuda_metadata(),
-               ATTNGEN_DEVICE_CUDA, ATTNGEN_PRECISION_BF16},
-        Kernel{"attngen_mha_forward_f16_cuda", attngen_mha_forward_f16_cuda_metadata(),
-               ATTNGEN_DEVICE_CUDA, ATTNGEN_PRECISION_F16},
-        Kernel{"attngen_kv_project_cuda", attngen_kv_project_cuda_metadata(), ATTNGEN_DEVICE_CUDA,
-               ATTNGEN_PRECISION_F32},
-        Kernel{"attngen_kv_project_bf16_cuda", attngen_kv_project_bf16_cuda_metadata(),
-               ATTNGEN_DEVICE_CUDA, ATTNGEN_PRECISION_BF16},
-        Kernel{"attngen_kv_project_f16_cuda", attngen_kv_project_f16_cuda_metadata(),
-               ATTNGEN_DEVICE_CUDA, ATTNGEN_PRECISION_F16},
-        Kernel{"attngen_mha_decode_cuda", attngen_mha_decode_cuda_metadata(), ATTNGEN_DEVICE_CUDA,
-               ATTNGEN_PRECISION_F32},
-        Kernel{"attngen_mha_decode_bf16_cuda", attngen_mha_decode_bf16_cuda_metadata(),
-               ATTNGEN_DEVICE_CUDA, ATTNGEN_PRECISION_BF16},
-        Kernel{"attngen_mha_decode_f16_cuda", attngen_mha_decode_f16_cuda_metadata(),
-               ATTNGEN_DEVICE_CUDA, ATTNGEN_PRECISION_F16},
-        Kernel{"attngen_kv_store_cuda", attngen_kv_store_cuda_metadata(), ATTNGEN_DEVICE_CUDA,
-               ATTNGEN_PRECISION_F32},
-        Kernel{"attngen_kv_store_bits16_cuda (bf16)", attngen_kv_store_bits16_cuda_metadata(),
-               ATTNGEN_DEVICE_CUDA, ATTNGEN_PRECISION_BF16},
-        Kernel{"attngen_kv_store_bits16_cuda (f16)", attngen_kv_store_bits16_cuda_metadata(),
-               ATTNGEN_DEVICE_CUDA, ATTNGEN_PRECISION_F16},
-    };
-    kernels.insert(kernels.end(), cuda.begin(), cuda.end());
+        ATTNGEN_GPU_KERNELS(cuda, ATTNGEN_DEVICE_CUDA),
 #endif
 #ifdef ATTNGEN_HAVE_OPENCL
-    const std::vector<Kernel> opencl = {
-        Kernel{"attngen_mha_forward_opencl", attngen_mha_forward_opencl_metadata(),
-               ATTNGEN_DEVICE_OPENCL, ATTNGEN_PRECISION_F32},
-        Kernel{"attngen_mha_forward_bf16_opencl", attngen_mha_forward_bf16_opencl_metadata(),
-               ATTNGEN_DEVICE_OPENCL, ATTNGEN_PRECISION_BF16},
-        Kernel{"attngen_mha_forward_f16_opencl", attngen_mha_forward_f16_opencl_metadata(),
-               ATTNGEN_DEVICE_OPENCL, ATTNGEN_PRECISION_F16},
-        Kernel{"attngen_kv_project_opencl", attngen_kv_project_opencl_metadata(),
-               ATTNGEN_DEVICE_OPENCL, ATTNGEN_PRECISION_F32},
-        Kernel{"attngen_kv_project_bf16_opencl", attngen_kv_project_bf16_opencl_metadata(),
-               ATTNGEN_DEVICE_OPENCL, ATTNGEN_PRECISION_BF16},
-        Kernel{"attngen_kv_project_f16_opencl", attngen_kv_project_f16_opencl_metadata(),
-               ATTNGEN_DEVICE_OPENCL, ATTNGEN_PRECISION_F16},
-        Kernel{"attngen_mha_decode_opencl", attngen_mha_decode_opencl_metadata(),
-               ATTNGEN_DEVICE_OPENCL, ATTNGEN_PRECISION_F32},
-        Kernel{"attngen_mha_decode_bf16_opencl", attngen_mha_decode_bf16_opencl_metadata(),
-               ATTNGEN_DEVICE_OPENCL, ATTNGEN_PRECISION_BF16},
-        Kernel{"attngen_mha_decode_f16_opencl", attngen_mha_decode_f16_opencl_metadata(),
-               ATTNGEN_DEVICE_OPENCL, ATTNGEN_PRECISION_F16},
-        Kernel{"attngen_kv_store_opencl", attngen_kv_store_opencl_metadata(), ATTNGEN_DEVICE_OPENCL,
-               ATTNGEN_PRECISION_F32},
-        Kernel{"attngen_kv_store_bits16_opencl (bf16)", attngen_kv_store_bits16_opencl_metadata(),
-               ATTNGEN_DEVICE_OPENCL, ATTNGEN_PRECISION_BF16},
-        Kernel{"attngen_kv_store_bits16_opencl (f16)", attngen_kv_store_bits16_opencl_metadata(),
-               ATTNGEN_DEVICE_OPENCL, ATTNGEN_PRECISION_F16},
-    };
-    kernels.insert(kernels.end(), opencl.begin(), opencl.end());
+        ATTNGEN_GPU_KERNELS(opencl, ATTNGEN_DEVICE_OPENCL),
 #endif
-    return kernels;
+    };
 }
 
 bool same_type(halide_type_t a, halide_type_t b) {
