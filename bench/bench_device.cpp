@@ -164,7 +164,8 @@ void register_benchmarks() {
     for (const attngen::DecodeShape &s : attngen::decode_shapes()) {
         for (const auto &[prefix, precision] :
              {std::pair{"decode_device/", ATTNGEN_PRECISION_F32},
-              std::pair{"decode_device_bf16/", ATTNGEN_PRECISION_BF16}}) {
+              std::pair{"decode_device_bf16/", ATTNGEN_PRECISION_BF16},
+              std::pair{"decode_device_f16/", ATTNGEN_PRECISION_F16}}) {
             benchmark::RegisterBenchmark((std::string(prefix) + s.name).c_str(),
                                          [s, precision = precision](benchmark::State &state) {
                                              run_decode_steps(state, s, precision, bench_device(),

@@ -590,7 +590,8 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
         // to it is integer arithmetic, with the same results (tests/stages: HalfBits).
         const auto store = [&](const Expr &x) {
             if (cache_buffer_type(precision, t) == UInt(16)) {
-                return float_to_storage_bits(x, stored);
+                return float_to_storage_bits(
+                    x, stored, float16_bits_by_instruction(t.has_feature(Target::CUDA)));
             }
             return cast(stored, x);
         };
@@ -772,7 +773,8 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         const Type stored = storage_type(precision);
         const auto widened = [&](const Expr &x) {
             if (cache_buffer_type(precision, t) == UInt(16)) {
-                return storage_bits_as_float(x, stored);
+                return storage_bits_as_float(
+                    x, stored, float16_bits_by_instruction(t.has_feature(Target::CUDA)));
             }
             return cast<float>(x);
         };

@@ -43,10 +43,18 @@ static_assert(half_weights_as_bits(true, true, true) && half_weights_as_bits(tru
               "a GPU's bfloat16 weights are bits");
 
 // A KV cache, and the rows a GPU kernel projects into it, keep the 16-bit formats as bits on every
-// GPU target. As float16 on CUDA, the cache's store kernel (one for both formats' bits) would
-// need a variant of its own, and the decode kernel reading float16 has not run on a GPU yet.
+// GPU target: as float16 on CUDA, the cache's store kernel (one for both formats' bits) would
+// need a variant of its own.
 constexpr bool half_cache_as_bits(bool gpu) {
     return gpu;
+}
+// Whether a kernel that holds float16 as bits converts them with float16 instructions, the bits
+// reinterpreted as Halide's float16 (CUDA: one cvt each way), rather than in integer arithmetic
+// (rebias, subnormals, infinities: a dozen operations per element). OpenCL C would need cl_half.
+// In integer arithmetic, CUDA's float16 decoding step took 1.3-1.5x the bfloat16 step's time on
+// an H200 at the llama3-8b and long-decode shapes (bench/RESULTS.md).
+constexpr bool float16_bits_by_instruction(bool cuda) {
+    return cuda;
 }
 
 // Stored weights (columns o, or 2 o + f % 2 for bfloat16 pairs; rows f, or f / 2) are laid out

@@ -191,7 +191,10 @@ Func weight_panel_view(const Func &stored, int panel_columns) {
     return view;
 }
 
-Expr storage_bits_as_float(const Expr &bits, const Type &storage) {
+Expr storage_bits_as_float(const Expr &bits, const Type &storage, bool float16_instructions) {
+    if (float16_instructions && storage == Float(16)) {
+        return cast<float>(reinterpret(Float(16), bits));
+    }
     const Expr u = cast<uint32_t>(bits);
     if (storage == BFloat(16)) return reinterpret<float>(u << 16);
     if (storage != Float(16)) throw CompileError("not a 16-bit storage: " + type_name(storage));
@@ -224,7 +227,10 @@ Expr round_operand_bits(const Expr &x, const Type &type) {
     return select(is_nan(x), x, r);
 }
 
-Expr float_to_storage_bits(const Expr &x, const Type &storage) {
+Expr float_to_storage_bits(const Expr &x, const Type &storage, bool float16_instructions) {
+    if (float16_instructions && storage == Float(16)) {
+        return reinterpret(UInt(16), cast(Float(16), x));
+    }
     const Expr u = reinterpret<uint32_t>(x);
     if (storage == BFloat(16)) {
         // Rounded at bit 16; a carry into the exponent is the format's own (up to infinity).

@@ -120,13 +120,18 @@ Halide::Func weight_panel_view(const Halide::Func &stored, int panel_columns);
 
 // A 16-bit float's bits (uint16: bfloat16 or IEEE float16 as `storage` says) as the float32 of
 // the same value, in integer arithmetic, for GPU kernels that cannot hold the format as Halide's
-// type, or that keep it as bits (layout.h: half_weights_as_bits, half_cache_as_bits).
-Halide::Expr storage_bits_as_float(const Halide::Expr &bits, const Halide::Type &storage);
+// type, or that keep it as bits (layout.h: half_weights_as_bits, half_cache_as_bits). With
+// float16_instructions (CUDA: layout.h, float16_bits_by_instruction), float16 bits are
+// reinterpreted as Halide's float16 and widened by the hardware instead.
+Halide::Expr storage_bits_as_float(const Halide::Expr &bits, const Halide::Type &storage,
+                                   bool float16_instructions = false);
 
 // x as the bits (uint16) of `storage`, bfloat16 or float16, rounded to nearest even as Halide's
 // cast rounds: a float16 beyond its range is infinite (the runtime refuses it before a KV cache
 // takes it). For GPU kernels that keep the format as bits (layout.h, half_cache_as_bits).
-Halide::Expr float_to_storage_bits(const Halide::Expr &x, const Halide::Type &storage);
+// float16_instructions as for storage_bits_as_float: the hardware's rounding, the same results.
+Halide::Expr float_to_storage_bits(const Halide::Expr &x, const Halide::Type &storage,
+                                   bool float16_instructions = false);
 
 // x rounded to nearest (even) in `type` (bfloat16 or float16) and widened back to float32.
 // Float16 saturates at +-65504, its largest finite value, so that an activation beyond its range

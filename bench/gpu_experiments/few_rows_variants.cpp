@@ -1,5 +1,7 @@
 // Few-row (matrix-vector) GPU schedule variants of the projection: the reduction split across a
-// block's threads by rfactor. schedule_few_rows_gpu follows gemv_k32_r1.
+// block's threads by rfactor, each block `columns` output features wide. schedule_few_rows_gpu
+// follows gemv_k32_r1 (64 columns): a llama3 key projection (1024 outputs) is then 16 blocks for
+// an H200's 132 SMs.
 #include <string>
 
 #define ATTNGEN_EXPERIMENT_GENERATOR
@@ -10,6 +12,7 @@ struct Variant {
     const char *name;
     int ksplit;
     int rows_tile;
+    int columns = 64;
 };
 
 int build_variants(const std::string &dir) {
@@ -17,7 +20,14 @@ int build_variants(const std::string &dir) {
                     {"gemv_k16_r1", 16, 1},
                     {"gemv_k16_r2", 16, 2},
                     {"gemv_k32_r1", 32, 1},
-                    {"gemv_k16_r4", 16, 4}};
+                    {"gemv_k16_r4", 16, 4},
+                    {"gemv_k64_r1", 64, 1},
+                    {"gemv_k64_r1_c32", 64, 1, 32},
+                    {"gemv_k128_r1_c32", 128, 1, 32},
+                    {"gemv_k64_r1_c16", 64, 1, 16},
+                    {"gemv_k128_r1_c16", 128, 1, 16},
+                    {"gemv_k256_r1_c16", 256, 1, 16},
+                    {"gemv_k128_r1_c8", 128, 1, 8}};
     VariantLibrary library(dir);
     for (const Variant &v : vs) {
         ImageParam x(Float(32), 2, "x"), w(Float(32), 2, "w"), bias(Float(32), 1, "bias");
@@ -34,7 +44,7 @@ int build_variants(const std::string &dir) {
             acc.update().split(r, ro, ri, v.ksplit, TailStrategy::GuardWithIf).rfactor(ri, u);
         Var ob("ob"), oi("oi"), ot("ot"), ox("ox"), nb("nb"), ni("ni");
         out.compute_root()
-            .split(o, ob, oi, 64, TailStrategy::GuardWithIf)
+            .split(o, ob, oi, v.columns, TailStrategy::GuardWithIf)
             .split(oi, ot, ox, 4)
             .split(n, nb, ni, v.rows_tile, TailStrategy::GuardWithIf)
             .reorder(ox, ni, ot, ob, nb)

@@ -681,11 +681,14 @@ bool same_float(float a, float b) {
 TEST(HalfBits, EveryPatternDecodesToTheFormatsValue) {
     Buffer<uint16_t> bits(65536);
     for (int k = 0; k < 65536; ++k) bits(k) = uint16_t(k);
-    for (const Type &t : {BFloat(16), Float(16)}) {
-        SCOPED_TRACE(t == Float(16) ? "float16" : "bfloat16");
+    // Float16 twice: in integer arithmetic, and by instruction as CUDA kernels convert it.
+    for (const auto &[t, by_instruction] :
+         {std::pair{BFloat(16), false}, std::pair{Float(16), false}, std::pair{Float(16), true}}) {
+        SCOPED_TRACE(t == Float(16) ? (by_instruction ? "float16 by instruction" : "float16")
+                                    : "bfloat16");
         Var i("i");
         Func decoded("decoded");
-        decoded(i) = attngen::storage_bits_as_float(bits(i), t);
+        decoded(i) = attngen::storage_bits_as_float(bits(i), t, by_instruction);
         Buffer<float> got = decoded.realize({65536});
         for (int k = 0; k < 65536; ++k) {
             const float want = t == Float(16) ? attngen::rt::from_float16(uint16_t(k))
@@ -743,12 +746,14 @@ TEST(HalfBits, StoredBitsAreTheBitsOfHalidesCasts) {
     const std::vector<float> inputs = rounding_edge_inputs();
     Buffer<float> in(int(inputs.size()));
     std::memcpy(in.data(), inputs.data(), inputs.size() * sizeof(float));
-    for (const Type &t : {BFloat(16), Float(16)}) {
-        SCOPED_TRACE(t == Float(16) ? "float16" : "bfloat16");
+    for (const auto &[t, by_instruction] :
+         {std::pair{BFloat(16), false}, std::pair{Float(16), false}, std::pair{Float(16), true}}) {
+        SCOPED_TRACE(t == Float(16) ? (by_instruction ? "float16 by instruction" : "float16")
+                                    : "bfloat16");
         Var i("i");
         Func by_cast("by_cast"), by_bits("by_bits");
         by_cast(i) = reinterpret<uint16_t>(cast(t, in(i)));
-        by_bits(i) = attngen::float_to_storage_bits(in(i), t);
+        by_bits(i) = attngen::float_to_storage_bits(in(i), t, by_instruction);
         by_bits.vectorize(i, 8);
         Buffer<uint16_t> want = by_cast.realize({in.width()});
         Buffer<uint16_t> got = by_bits.realize({in.width()});
