@@ -264,8 +264,13 @@ Expr round_operand(const Expr &x, const Type &type) {
 Func as_rows(const Func &x, const Expr &len) {
     Var d("d"), g("g"), n("n");
     Func rows(x.name() + "_rows");
-    // Per row, not per product: the division leaves the reduction loop (Halide and LLVM hoist
-    // it), and a register tile divides once per row.
+    // Per row, not per product: the division leaves the reduction loop, and a register tile
+    // divides once per row. Where the reduction is blocked (the AVX2 variant), every block
+    // divides again (LLVM does not hoist an idiv, which may trap), and perf put 6% of the AVX2
+    // output projection's samples on the idivs at bert-512. Read from a table of each row's
+    // place computed once per call instead, the idivs were gone and the AVX2 forward measured
+    // level (scripts/ab_runs.py, 3 rounds, Zen 4: bert-128, bert-512, gpt2-causal, tutorial
+    // 1.00-1.01x): the divisions overlap the tile's FMAs.
     rows(d, g, n) = x(d, n % len, n / len);
     return rows;
 }
