@@ -587,7 +587,8 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
         const Type stored = storage_type(precision);
         const Target t = get_target();
         // Where a GPU kernel takes the format as bits (layout.h, half_cache_as_bits), the rounding
-        // to it is integer arithmetic, with the same results (tests/stages: HalfBits).
+        // to it is integer arithmetic, with the same results (tests/stages: HalfBits), but for
+        // float16 on CUDA, the hardware's (layout.h, float16_bits_by_instruction).
         const auto store = [&](const Expr &x) {
             if (cache_buffer_type(precision, t) == UInt(16)) {
                 return float_to_storage_bits(

@@ -51,8 +51,8 @@ constexpr bool half_cache_as_bits(bool gpu) {
 // Whether a kernel that holds float16 as bits converts them with float16 instructions, the bits
 // reinterpreted as Halide's float16 (CUDA: one cvt each way), rather than in integer arithmetic
 // (rebias, subnormals, infinities: a dozen operations per element). OpenCL C would need cl_half.
-// In integer arithmetic, CUDA's float16 decoding step took 1.3-1.5x the bfloat16 step's time on
-// an H200 at the llama3-8b and long-decode shapes (bench/RESULTS.md).
+// In integer arithmetic, CUDA's float16 decoding step took 1.24-1.46x the bfloat16 step's time
+// on an H200 (llama3-8b-decode, its batch of 8, long-decode; bench/RESULTS.md).
 constexpr bool float16_bits_by_instruction(bool cuda) {
     return cuda;
 }
