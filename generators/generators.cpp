@@ -59,6 +59,28 @@ Type cache_buffer_type(Precision p, const Target &target) {
     return t.bits() == 16 && half_cache_as_bits(target.has_gpu_feature()) ? UInt(16) : t;
 }
 
+// A float32 value as a KV cache of precision `p` on `target` stores it. Where the cache holds a
+// 16-bit format as bits, the rounding is integer arithmetic, with the same results
+// (tests/stages: HalfBits), but for float16 on CUDA, the hardware's (layout.h,
+// float16_bits_by_instruction).
+Expr to_cache_element(const Expr &x, Precision p, const Target &target) {
+    const Type stored = storage_type(p);
+    if (cache_buffer_type(p, target) == UInt(16)) {
+        return float_to_storage_bits(x, stored,
+                                     float16_bits_by_instruction(target.has_feature(Target::CUDA)));
+    }
+    return cast(stored, x);
+}
+
+// A KV cache's element, as to_cache_element stored it, widened to float32.
+Expr from_cache_element(const Expr &element, Precision p, const Target &target) {
+    if (cache_buffer_type(p, target) == UInt(16)) {
+        return storage_bits_as_float(element, storage_type(p),
+                                     float16_bits_by_instruction(target.has_feature(Target::CUDA)));
+    }
+    return cast<float>(element);
+}
+
 // Schedule knobs shared by every generator: a GeneratorParam per knob of schedule_knobs.h,
 // 0 (derived from the target) to its max, so a build (PARAMS) or the autotuner can set it.
 template <typename T>
@@ -584,20 +606,9 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
         position(l, b) = first(b) + l;
         Func kr =
             rotary("k_rotated", kh, RopeInputs{rope, rotary_dim, bounded(rope_inv_freq)}, position);
-        const Type stored = storage_type(precision);
         const Target t = get_target();
-        // Where a GPU kernel takes the format as bits (layout.h, half_cache_as_bits), the rounding
-        // to it is integer arithmetic, with the same results (tests/stages: HalfBits), but for
-        // float16 on CUDA, the hardware's (layout.h, float16_bits_by_instruction).
-        const auto store = [&](const Expr &x) {
-            if (cache_buffer_type(precision, t) == UInt(16)) {
-                return float_to_storage_bits(
-                    x, stored, float16_bits_by_instruction(t.has_feature(Target::CUDA)));
-            }
-            return cast(stored, x);
-        };
-        k_rows(l, d, hk, b) = store(kr(d, l, hk, b));
-        v_rows(c, l, hk, b) = store(vh(c, l, hk, b));
+        k_rows(l, d, hk, b) = to_cache_element(kr(d, l, hk, b), precision, t);
+        v_rows(c, l, hk, b) = to_cache_element(vh(c, l, hk, b), precision, t);
 
         key.set_estimates({{0, kEstModel}, {0, 1}, {0, 8}});
         value.set_estimates({{0, kEstModel}, {0, 1}, {0, 8}});
@@ -771,14 +782,7 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
 
         // The cache's elements as float32: on GPU targets a 16-bit format may come as its bits
         // (layout.h, half_cache_as_bits).
-        const Type stored = storage_type(precision);
-        const auto widened = [&](const Expr &x) {
-            if (cache_buffer_type(precision, t) == UInt(16)) {
-                return storage_bits_as_float(
-                    x, stored, float16_bits_by_instruction(t.has_feature(Target::CUDA)));
-            }
-            return cast<float>(x);
-        };
+        const auto widened = [&](const Expr &x) { return from_cache_element(x, precision, t); };
         Var j("j"), kd("kd"), khk("khk"), kitem("kitem");
         const Func blocked_keys = bounded(k_cache);
         Func keys("cached_keys");
