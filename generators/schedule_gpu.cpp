@@ -133,7 +133,9 @@ void tile_projection_result(Stage result, const ProjectionStage &p, int rows, in
 // kFewRowsSplit partial sums from shared memory. With the many-row tiles instead, a 1-row
 // product kept 1 of each thread's 4 rows and 16 threads per block busy. Measured on an H100 in
 // a stand-alone kernel of the same product (4096 x 4096 weights, 1 row): 0.064 ms, 1.05 TB/s
-// of weights (kFewRowsSplit 32; 16: 0.113 ms, 8: 0.214 ms).
+// of weights (kFewRowsSplit 32; 16: 0.113 ms, 8: 0.214 ms). That kernel's final sums went
+// through a global buffer, which this schedule's do not (bench/gpu_experiments
+// few_rows_variants.cpp; bench/RESULTS.md, 2026-11-28): the splits are to be timed again.
 void schedule_few_rows_gpu(ProjectionStage &p) {
     const int tile = kProjectionThreadTile;
     Var ob("few_ob"), oi("few_oi"), ot("few_ot"), ox("few_ox"), to("to"), tx("tx");

@@ -52,7 +52,16 @@ int build_variants(const std::string &dir) {
             .gpu_threads(ot)
             .unroll(ox)
             .unroll(ni);
-        acc.compute_at(out, ot).unroll(o).unroll(n);
+        // Storage of a constant size, so that the accumulators stay in registers: sized by the
+        // guarded region instead (fewer than 4 outputs in the last block), Halide 21 moved them
+        // to a global buffer sized for the out stage's threads alone but indexed by every thread
+        // of the block (intm's as well), and the threads' sums overlapped and ran past its end:
+        // wrong sums on an H200 and heap corruption under PoCL, in every variant.
+        acc.compute_at(out, ot)
+            .bound_storage(o, 4)
+            .bound_storage(n, v.rows_tile)
+            .unroll(o)
+            .unroll(n);
         acc.update().reorder(o, n, ri).unroll(o).unroll(n);
         Var to("to"), tx("tx");
         intm.compute_at(out, ob)

@@ -23,7 +23,10 @@ struct Shape {
 
 #if defined(ATTNGEN_EXPERIMENT_OPENCL)
 // Through PoCL on a CPU: correctness only, at shapes off every tile edge.
-const Shape kShapes[] = {{"odd", 37, 100, 72}, {"one-row", 1, 64, 64}, {"block+1", 65, 36, 129}};
+const Shape kShapes[] = {{"odd", 37, 100, 72},
+                         {"one-row", 1, 64, 64},
+                         {"block+1", 65, 36, 129},
+                         {"eight-rows", 8, 300, 200}};
 #elif defined(ATTNGEN_FEW_ROWS)
 const Shape kShapes[] = {{"llama-q-r1", 1, 4096, 4096},
                          {"llama-q-r8", 8, 4096, 4096},
