@@ -37,6 +37,11 @@ endif ()
 set(ATTNGEN_SCHEDULE "${_attngen_schedule_default}" CACHE STRING
     "CPU kernel schedules: default, tuned, Mullapudi2016, Li2018 or Adams2019")
 set(ATTNGEN_CPU_SCHEDULE_PARAMS "")
+# GPU schedule knobs for the CUDA and OpenCL kernels (generators/schedule_knobs.h, the gpu_
+# ones), a ;-list of knob=value; empty: each knob's default. A way to time another setting in
+# the library, e.g.
+# -DATTNGEN_GPU_SCHEDULE_PARAMS="gpu_few_rows_split=64;gpu_few_rows_columns=32".
+set(ATTNGEN_GPU_SCHEDULE_PARAMS "" CACHE STRING "GPU schedule knobs, knob=value;...")
 set(ATTNGEN_CPU_AUTOSCHEDULER "")
 if (ATTNGEN_SCHEDULE STREQUAL "tuned")
     attngen_read_tuned_params(ATTNGEN_CPU_SCHEDULE_PARAMS "${ATTNGEN_TUNED_FILE}")

@@ -138,7 +138,7 @@ class AttngenGenerator : public Generator<T> {
     // (schedule_gpu.h); CPU projections, and every projection an autoscheduler plans, one.
     FewRowsPath few_rows_path() const {
         if (!this->get_target().has_gpu_feature() || this->using_autoscheduler()) return {};
-        return gpu_few_rows_path();
+        return gpu_few_rows_path(gpu_knobs());
     }
 
     // GPU projections of many outputs get a third, whose operands a block stages in shared

@@ -39,9 +39,11 @@ constexpr int kShortRowTile = 2;
 constexpr int kShortBlockRows = 16;
 
 // Projections of at most kFewRows rows take the few-rows path (schedule_few_rows_gpu), whose
-// threads split each output's reduction kFewRowsSplit ways.
+// threads split each output's reduction gpu_few_rows_split ways (resolve_gpu_knobs).
 constexpr int kFewRows = 8;
-constexpr int kFewRowsSplit = 32;
+// A CUDA block's threads, and the shared memory Halide 21's CUDA runtime launches with.
+constexpr int kMaxBlockThreads = 1024;
+constexpr int kMaxSharedBytes = 48 * 1024;
 
 // The flash kernel's score tiles: reduction steps per unrolled loop iteration.
 constexpr int kFlashScoreUnroll = 4;
@@ -127,20 +129,24 @@ void tile_projection_result(Stage result, const ProjectionStage &p, int rows, in
         .unroll(nx);
 }
 
-// Few rows (decoding's matrix-vector products): a block per kWeightPadding output features
-// and row, whose kFewRowsSplit x 16 threads each sum every kFewRowsSplit-th input feature for
-// 4 outputs (one 16-byte weight load per feature), in registers; 16 threads then add up the
-// kFewRowsSplit partial sums from shared memory. With the many-row tiles instead, a 1-row
-// product kept 1 of each thread's 4 rows and 16 threads per block busy. Measured on an H100 in
-// a stand-alone kernel of the same product (4096 x 4096 weights, 1 row): 0.064 ms, 1.05 TB/s
-// of weights (kFewRowsSplit 32; 16: 0.113 ms, 8: 0.214 ms). That kernel's final sums went
-// through a global buffer, which this schedule's do not (bench/gpu_experiments
-// few_rows_variants.cpp; bench/RESULTS.md, 2026-11-28): the splits are to be timed again.
-void schedule_few_rows_gpu(ProjectionStage &p) {
+// Few rows (decoding's matrix-vector products): a block per gpu_few_rows_columns output
+// features (64 by default) and row, whose gpu_few_rows_split (32) x columns / 4 threads each sum
+// every split-th input feature for 4 outputs (one 16-byte weight load per feature), in
+// registers; columns / 4 threads then add up the split's partial sums from shared memory. With
+// the many-row tiles instead, a 1-row product kept 1 of each thread's 4 rows and 16 threads per
+// block busy. Measured on an H100 in a stand-alone kernel of the same product (4096 x 4096
+// weights, 1 row): 0.064 ms, 1.05 TB/s of weights (split 32; 16: 0.113 ms, 8: 0.214 ms). On an
+// H200 a split of 64 over blocks 32 features wide read one row's llama3 weights 1.36-1.41x
+// faster, 10% slower at GPT-2's width. Both stand-alone kernels' final sums went through a
+// global buffer, which this schedule's do not (bench/gpu_experiments/few_rows_variants.cpp;
+// bench/RESULTS.md, 2026-11-28), so the knobs are there for a build to time the splits in the
+// library (ATTNGEN_GPU_SCHEDULE_PARAMS).
+void schedule_few_rows_gpu(ProjectionStage &p, const GpuScheduleKnobs &knobs) {
     const int tile = kProjectionThreadTile;
+    const int columns = knobs.gpu_few_rows_columns;
     Var ob("few_ob"), oi("few_oi"), ot("few_ot"), ox("few_ox"), to("to"), tx("tx");
     Stage few = p.result.specialize(p.rows <= p.few_rows);
-    few.split(p.o, ob, oi, kWeightPadding, kExact)
+    few.split(p.o, ob, oi, columns, kExact)
         .split(oi, ot, ox, tile)
         .reorder(ox, ot, ob, p.n)
         .gpu_blocks(ob, p.n)
@@ -148,11 +154,11 @@ void schedule_few_rows_gpu(ProjectionStage &p) {
         .unroll(ox);
     p.few_rows_sum.compute_at(p.result, ot).bound_storage(p.o, tile).unroll(p.o);
     p.few_rows_sum.update().unroll(p.o);
-    // Each block's partial sums cover exactly its kWeightPadding features: left to bounds
-    // inference, the weights' required region came out near twice the features (an H100 run
-    // refused gpt2's 768 against 832 padded: "accessed at 1471").
+    // Each block's partial sums cover exactly its columns: left to bounds inference, the
+    // weights' required region came out near twice the features (an H100 run refused gpt2's
+    // 768 against 832 padded: "accessed at 1471").
     p.split_acc.compute_at(p.result, ob)
-        .bound_extent(p.o, kWeightPadding)
+        .bound_extent(p.o, columns)
         .split(p.o, to, tx, tile, TailStrategy::RoundUp)
         .reorder(tx, to, p.u)
         .gpu_threads(to, p.u)
@@ -238,8 +244,8 @@ void schedule_staged_projection(ProjectionStage &p, int rows) {
 
 }  // namespace
 
-FewRowsPath gpu_few_rows_path() {
-    return FewRowsPath{kFewRowsSplit, kFewRows};
+FewRowsPath gpu_few_rows_path(const GpuScheduleKnobs &requested) {
+    return FewRowsPath{resolve_gpu_knobs(requested).gpu_few_rows_split, kFewRows};
 }
 
 StagedPath gpu_staged_path() {
@@ -255,6 +261,23 @@ GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs k) {
     k.gpu_value_tile = pick(k.gpu_value_tile, 2);
     k.gpu_small_head_key_block = pick(k.gpu_small_head_key_block, 64);
     k.gpu_small_head_value_tile = pick(k.gpu_small_head_value_tile, 4);
+    k.gpu_few_rows_split = pick(k.gpu_few_rows_split, 32);
+    k.gpu_few_rows_columns = pick(k.gpu_few_rows_columns, kWeightPadding);
+    // A few-rows block: columns / 4 threads of 4 outputs each, within a weight panel, times the
+    // split; its partial sums in shared memory.
+    const int columns = k.gpu_few_rows_columns, split = k.gpu_few_rows_split;
+    if (columns % kProjectionThreadTile != 0 || kWeightPadding % columns != 0) {
+        throw CompileError("gpu_few_rows_columns must be a multiple of " +
+                           std::to_string(kProjectionThreadTile) + " dividing " +
+                           std::to_string(kWeightPadding) + ", got " + std::to_string(columns));
+    }
+    if (columns / kProjectionThreadTile * split > kMaxBlockThreads ||
+        columns * split * int(sizeof(float)) > kMaxSharedBytes) {
+        throw CompileError("gpu_few_rows_split " + std::to_string(split) + " x " +
+                           std::to_string(columns) + " columns needs more than " +
+                           std::to_string(kMaxBlockThreads) + " threads or " +
+                           std::to_string(kMaxSharedBytes) + " bytes of shared memory");
+    }
     return k;
 }
 
@@ -285,7 +308,7 @@ void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &request
     }
     // A block covers kWeightPadding output features, so its register tiles never pass the end
     // of the padded weights; input rows are clamped.
-    if (p.few_rows.defined()) schedule_few_rows_gpu(p);
+    if (p.few_rows.defined()) schedule_few_rows_gpu(p, knobs);
     // Short products (at most kShortOutputs outputs: bert-128, bert-512, the tutorials) read
     // their operands through the L1 cache, in tiles of kShortRowTile rows, blocks of
     // kShortBlockRows: each weight float4 serves the tile's rows, each input value 4 features.

@@ -26,8 +26,9 @@ GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs knobs);
 // a stage inside it.
 enum class ProjectionResult { Inside, Output };
 
-// The few-rows path GPU projections are defined with (define_projection's FewRowsPath).
-FewRowsPath gpu_few_rows_path();
+// The few-rows path GPU projections are defined with (define_projection's FewRowsPath): its
+// split is the knobs' gpu_few_rows_split, which schedule_projection_gpu must then be given.
+FewRowsPath gpu_few_rows_path(const GpuScheduleKnobs &knobs);
 
 // The staged path GPU projections of many outputs are defined with (define_projection's
 // StagedPath).

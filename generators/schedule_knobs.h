@@ -47,7 +47,9 @@
     KNOB(gpu_query_tile, 8, (1, 2, 4), "queries per thread of the GPU flash attention's register tiles") \
     KNOB(gpu_value_tile, 8, (1, 2, 4), "value features per thread of the GPU flash attention's probs x values tile") \
     KNOB(gpu_small_head_key_block, 64, (32, 64), "gpu_key_block where both head sizes are at most kSmallFlashHead") \
-    KNOB(gpu_small_head_value_tile, 4, (2, 4), "gpu_value_tile where both head sizes are at most kSmallFlashHead")
+    KNOB(gpu_small_head_value_tile, 4, (2, 4), "gpu_value_tile where both head sizes are at most kSmallFlashHead") \
+    KNOB(gpu_few_rows_split, 256, (16, 32, 64), "threads sharing each output's reduction in a GPU projection of few rows (decoding)") \
+    KNOB(gpu_few_rows_columns, 64, (16, 32, 64), "output features per block of a GPU projection of few rows (4 to 64, dividing 64)")
 
 #define ATTNGEN_SCHEDULE_KNOBS(KNOB) ATTNGEN_CPU_SCHEDULE_KNOBS(KNOB) ATTNGEN_GPU_SCHEDULE_KNOBS(KNOB)
 // clang-format on

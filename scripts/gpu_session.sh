@@ -9,7 +9,8 @@
 # Phases: info, tests (the device suite under ctest -L cuda), bench (attngen_bench_device,
 # median of 3), torch (scripts/bench_torch_cuda.py at the CUDA issue's shapes, float32 with TF32
 # off), torch-half (the same in bfloat16), jit (a fresh process's first forward with and without
-# the driver's PTX cache), ncu (per-kernel times of one forward, bert-512-b8), experiments (the
+# the driver's PTX cache), ncu (per-kernel times of one forward, bert-512-b8, or as
+# ATTNGEN_GPU_NCU_FILTER, _SKIP, _COUNT and _KERNELS say), experiments (the
 # runners of bench/gpu_experiments that the bundle holds).
 set -u
 cd "$(dirname "$0")/.."
@@ -72,7 +73,14 @@ for phase in "$@"; do
         one_call "cache filled:" | tee -a "$out/jit.txt"
         ;;
     ncu)
-        timeout 240 ncu --clock-control none -c 60 --print-summary per-kernel \
+        # A decoding step's kernels come after its cache's prefill, which launches more than 60
+        # kernels (a skip of 60 caught only the prefill): for them, e.g.
+        # ATTNGEN_GPU_NCU_FILTER='^decode_device/llama3-8b-decode/' ATTNGEN_GPU_NCU_SKIP=300, or
+        # ATTNGEN_GPU_NCU_KERNELS='decode' (a regex of kernel names) to profile only those.
+        kernels=()
+        [ -n "${ATTNGEN_GPU_NCU_KERNELS:-}" ] && kernels=(--kernel-name "regex:$ATTNGEN_GPU_NCU_KERNELS")
+        timeout 240 ncu --clock-control none --launch-skip "${ATTNGEN_GPU_NCU_SKIP:-0}" \
+            -c "${ATTNGEN_GPU_NCU_COUNT:-60}" "${kernels[@]}" --print-summary per-kernel \
             build/bench/attngen_bench_device \
             --benchmark_filter="${ATTNGEN_GPU_NCU_FILTER:-^mha_forward_device/bert-512-b8/}" \
             --benchmark_min_time=0.01 >"$out/ncu.txt" 2>&1
