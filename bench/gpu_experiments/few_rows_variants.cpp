@@ -56,7 +56,8 @@ int build_variants(const std::string &dir) {
         // guarded region instead (fewer than 4 outputs in the last block), Halide 21 moved them
         // to a global buffer sized for the out stage's threads alone but indexed by every thread
         // of the block (intm's as well), and the threads' sums overlapped and ran past its end:
-        // wrong sums on an H200 and heap corruption under PoCL, in every variant.
+        // wrong sums on an H200 (three variants at 8 rows) and heap corruption under PoCL (every
+        // variant).
         acc.compute_at(out, ot)
             .bound_storage(o, 4)
             .bound_storage(n, v.rows_tile)
