@@ -41,9 +41,8 @@ constexpr int kShortBlockRows = 16;
 // Projections of at most kFewRows rows take the few-rows path (schedule_few_rows_gpu), whose
 // threads split each output's reduction gpu_few_rows_split ways (resolve_gpu_knobs).
 constexpr int kFewRows = 8;
-// A CUDA block's threads, and the shared memory Halide 21's CUDA runtime launches with.
+// The threads of a CUDA block.
 constexpr int kMaxBlockThreads = 1024;
-constexpr int kMaxSharedBytes = 48 * 1024;
 
 // The flash kernel's score tiles: reduction steps per unrolled loop iteration.
 constexpr int kFlashScoreUnroll = 4;
@@ -264,19 +263,17 @@ GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs k) {
     k.gpu_few_rows_split = pick(k.gpu_few_rows_split, 32);
     k.gpu_few_rows_columns = pick(k.gpu_few_rows_columns, kWeightPadding);
     // A few-rows block: columns / 4 threads of 4 outputs each, within a weight panel, times the
-    // split; its partial sums in shared memory.
+    // split. Its partial sums in shared memory are 16 bytes per thread, at most 16 KiB.
     const int columns = k.gpu_few_rows_columns, split = k.gpu_few_rows_split;
     if (columns % kProjectionThreadTile != 0 || kWeightPadding % columns != 0) {
         throw CompileError("gpu_few_rows_columns must be a multiple of " +
                            std::to_string(kProjectionThreadTile) + " dividing " +
                            std::to_string(kWeightPadding) + ", got " + std::to_string(columns));
     }
-    if (columns / kProjectionThreadTile * split > kMaxBlockThreads ||
-        columns * split * int(sizeof(float)) > kMaxSharedBytes) {
-        throw CompileError("gpu_few_rows_split " + std::to_string(split) + " x " +
+    if (columns / kProjectionThreadTile * split > kMaxBlockThreads) {
+        throw CompileError("gpu_few_rows_split " + std::to_string(split) + " over " +
                            std::to_string(columns) + " columns needs more than " +
-                           std::to_string(kMaxBlockThreads) + " threads or " +
-                           std::to_string(kMaxSharedBytes) + " bytes of shared memory");
+                           std::to_string(kMaxBlockThreads) + " threads a block");
     }
     return k;
 }

@@ -21,6 +21,7 @@
 #include "layout.h"
 #include "reference.h"
 #include "schedule_cpu.h"
+#include "schedule_gpu.h"
 #include "stages.h"
 
 namespace {
@@ -605,6 +606,34 @@ TEST(Knobs, RegisterTilesFitTheTargetsRegisters) {
         EXPECT_EQ(wide.out_vectors, 4);
         EXPECT_EQ(wide.out_rows, 4);
     }
+}
+
+// The GPU few-row path's knobs: a block of columns / 4 threads times the split, its partial sums
+// in shared memory. A setting no launch could run is refused when the kernel is built, with the
+// knob's name in the message.
+TEST(Knobs, FewRowsGpuBlocksFitALaunch) {
+    const attngen::GpuScheduleKnobs defaults = attngen::resolve_gpu_knobs({});
+    EXPECT_EQ(defaults.gpu_few_rows_split, 32);
+    EXPECT_EQ(defaults.gpu_few_rows_columns, 64);
+    EXPECT_EQ(attngen::gpu_few_rows_path({}).split, 32);
+    attngen::GpuScheduleKnobs k;
+    k.gpu_few_rows_split = 64, k.gpu_few_rows_columns = 32;  // 512 threads, 8 KiB
+    EXPECT_EQ(attngen::resolve_gpu_knobs(k).gpu_few_rows_columns, 32);
+    EXPECT_EQ(attngen::gpu_few_rows_path(k).split, 64);
+    const auto refused = [](int split, int columns, const std::string &knob) {
+        attngen::GpuScheduleKnobs bad;
+        bad.gpu_few_rows_split = split, bad.gpu_few_rows_columns = columns;
+        try {
+            attngen::resolve_gpu_knobs(bad);
+        } catch (const Halide::CompileError &e) {
+            return std::string(e.what()).find(knob) != std::string::npos;
+        }
+        return false;
+    };
+    EXPECT_TRUE(refused(32, 24, "gpu_few_rows_columns"));  // does not divide 64
+    EXPECT_TRUE(refused(32, 6, "gpu_few_rows_columns"));   // not whole thread tiles
+    EXPECT_TRUE(refused(128, 64, "gpu_few_rows_split"));   // 2048 threads
+    EXPECT_FALSE(refused(256, 16, "gpu_few_rows_split"));  // 1024 threads: fits
 }
 
 // ---------------------------------------------------------------------------------------------
