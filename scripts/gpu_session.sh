@@ -11,7 +11,13 @@
 # off), torch-half (the same in bfloat16), jit (a fresh process's first forward with and without
 # the driver's PTX cache), ncu (per-kernel times of one forward, bert-512-b8, or as
 # ATTNGEN_GPU_NCU_FILTER, _SKIP, _COUNT and _KERNELS say), experiments (the
-# runners of bench/gpu_experiments that the bundle holds).
+# runners of bench/gpu_experiments that the bundle holds), ab (attngen_bench_device of another
+# build's bundle in .gpu-base alternated with this one's, ATTNGEN_GPU_AB_PASSES passes of
+# ATTNGEN_GPU_BENCH_FILTER). For ab, on the build machine, e.g. GPU knobs against the defaults:
+#   cmake -B build -DATTNGEN_GPU_SCHEDULE_PARAMS= && ninja -C build && scripts/gpu_bundle.sh
+#   rm -rf .gpu-base && mv .gpu .gpu-base
+#   cmake -B build -DATTNGEN_GPU_SCHEDULE_PARAMS="gpu_few_rows_split=64;gpu_few_rows_columns=32"
+#   ninja -C build && scripts/gpu_bundle.sh        # then carry .gpu and .gpu-base
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/gpu_out}
@@ -93,6 +99,24 @@ for phase in "$@"; do
             echo "--- $runner"
             timeout 240 "$runner" 2>&1 | tee "$out/$(basename "$runner").txt"
             echo "$(basename "$runner") exit ${PIPESTATUS[0]}"
+        done
+        ;;
+    ab)
+        if [ ! -f .gpu-base/bundle.tar.xz ]; then
+            echo "ab: no .gpu-base/bundle.tar.xz (see the notes above)"
+            continue
+        fi
+        base=$(mktemp -d)
+        tar -C "$base" -xJf .gpu-base/bundle.tar.xz || continue
+        for pass in $(seq "${ATTNGEN_GPU_AB_PASSES:-2}"); do
+            for side in base new; do
+                bin=build/bench/attngen_bench_device
+                [ "$side" = base ] && bin="$base/build/bench/attngen_bench_device"
+                timeout 200 "$bin" --benchmark_filter="${ATTNGEN_GPU_BENCH_FILTER:-^decode_device}" \
+                    --benchmark_min_time=0.3 --benchmark_repetitions=3 \
+                    --benchmark_report_aggregates_only=true 2>&1 |
+                    grep -E "_median|ERROR" | sed "s/^/$side pass $pass  /" | tee -a "$out/ab.txt"
+            done
         done
         ;;
     *) echo "unknown phase $phase" ;;
