@@ -108,11 +108,14 @@ for phase in "$@"; do
         fi
         base=$(mktemp -d)
         tar -C "$base" -xJf .gpu-base/bundle.tar.xz || continue
+        # The float32 decode steps by default, not every decode row: passes over those took
+        # 80-100 s each on an H200 (2026-11-28), and each side here runs one per pass.
+        filter=${ATTNGEN_GPU_BENCH_FILTER:-^decode_device/(gpt2-decode|llama3-8b-decode|long-decode)/}
         for pass in $(seq "${ATTNGEN_GPU_AB_PASSES:-2}"); do
             for side in base new; do
                 bin=build/bench/attngen_bench_device
                 [ "$side" = base ] && bin="$base/build/bench/attngen_bench_device"
-                timeout 200 "$bin" --benchmark_filter="${ATTNGEN_GPU_BENCH_FILTER:-^decode_device}" \
+                timeout 200 "$bin" --benchmark_filter="$filter" \
                     --benchmark_min_time=0.3 --benchmark_repetitions=3 \
                     --benchmark_report_aggregates_only=true 2>&1 |
                     grep -E "_median|ERROR" | sed "s/^/$side pass $pass  /" | tee -a "$out/ab.txt"
