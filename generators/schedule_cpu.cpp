@@ -509,8 +509,16 @@ CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
         vectors = keep ? v : derived_vectors;
         rows = keep ? r : derived_rows;
     };
-    fit_tile(k.gemm_vectors, k.gemm_rows, narrow_vectors && wide_registers ? 4 : 2,
-             wide_registers && !narrow_vectors ? 12 : 6);
+    // SSE4.1 (16 registers of 4 floats, no FMA) takes 4 x 2: each input broadcast there is a
+    // load and a shuffle on the FP pipes, and a wider, shorter tile needs fewer of them per
+    // multiply-add (2 per 8 against 6 per 12 for 2 x 6). ATTNGEN_CPU_DISPATCH=sse41, Zen 4, 2
+    // threads, scripts/ab_runs.py, 5 rounds, 2 x 6 / 4 x 2 time: projection/bert-512 1.08x,
+    // bert-128 1.04x; mha_forward/ bert-128 1.07x, bert-512 1.02x, gpt2-causal 1.06x, tutorial
+    // 1.03x; mha_forward_bf16/bert-512 1.09x; decode/llama3-8b-prefill 1.03x (the tuner had
+    // found the same within its noise: bench/RESULTS.md, 2026-11-28).
+    const int derived_gemm_rows =
+        wide_registers ? (narrow_vectors ? 6 : 12) : (narrow_vectors ? 2 : 6);
+    fit_tile(k.gemm_vectors, k.gemm_rows, narrow_vectors ? 4 : 2, derived_gemm_rows);
     k.gemm_row_tiles = pick(k.gemm_row_tiles, 4);
     // A register tile narrower than a weight panel leaves the rest of the panel to the next
     // tiles of the same rows, which read the block of weights again: blocks of 64 features keep
