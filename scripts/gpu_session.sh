@@ -112,15 +112,21 @@ for phase in "$@"; do
         # 80-100 s each on an H200 (2026-11-28), and each side here runs one per pass.
         filter=${ATTNGEN_GPU_BENCH_FILTER:-^decode_device/(gpt2-decode|llama3-8b-decode|long-decode)/}
         for pass in $(seq "${ATTNGEN_GPU_AB_PASSES:-2}"); do
-            for side in base new; do
+            # Which side goes first alternates: within a run, order alone moved CPU timings by up
+            # to 13% (bench/RESULTS.md, 2026-11-28).
+            sides="base new"
+            [ $((pass % 2)) = 0 ] && sides="new base"
+            for side in $sides; do
                 bin=build/bench/attngen_bench_device
                 [ "$side" = base ] && bin="$base/build/bench/attngen_bench_device"
                 timeout 200 "$bin" --benchmark_filter="$filter" \
                     --benchmark_min_time=0.3 --benchmark_repetitions=3 \
                     --benchmark_report_aggregates_only=true 2>&1 |
-                    grep -E "_median|ERROR" | sed "s/^/$side pass $pass  /" | tee -a "$out/ab.txt"
+                    grep -E "_median|ERROR|rror|not found" | sed "s/^/$side pass $pass  /" |
+                    tee -a "$out/ab.txt"
             done
         done
+        rm -rf "$base"
         ;;
     *) echo "unknown phase $phase" ;;
     esac

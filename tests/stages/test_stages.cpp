@@ -576,6 +576,18 @@ TEST(Knobs, RegisterTilesFitTheTargetsRegisters) {
         EXPECT_LE(registers(k.score_vectors, k.score_rows), 16);
         EXPECT_LE(registers(k.out_vectors, k.out_rows), 16);
     }
+    // The 16-register variants' own projection tiles: AVX2 2 x 6; SSE4.1 and baseline, without
+    // FMA and with broadcasts that cost a shuffle each, 4 x 2 (resolve_cpu_knobs).
+    const attngen::CpuScheduleKnobs avx2 =
+        attngen::resolve_cpu_knobs(tuned, Target("x86-64-linux-avx-avx2-fma-f16c"));
+    EXPECT_EQ(avx2.gemm_vectors, 2);
+    EXPECT_EQ(avx2.gemm_rows, 6);
+    for (const char *name : {"x86-64-linux-sse41", "x86-64-linux"}) {
+        SCOPED_TRACE(name);
+        const attngen::CpuScheduleKnobs sse = attngen::resolve_cpu_knobs(tuned, Target(name));
+        EXPECT_EQ(sse.gemm_vectors, 4);
+        EXPECT_EQ(sse.gemm_rows, 2);
+    }
     // Attention query blocks hold whole tiles of rows of both products on every target, also
     // where neither tile's rows divide the other's.
     attngen::CpuScheduleKnobs uneven = tuned;
@@ -633,7 +645,9 @@ TEST(Knobs, FewRowsGpuBlocksFitALaunch) {
     EXPECT_TRUE(refused(32, 24, "gpu_few_rows_columns"));  // does not divide 64
     EXPECT_TRUE(refused(32, 6, "gpu_few_rows_columns"));   // not whole thread tiles
     EXPECT_TRUE(refused(128, 64, "gpu_few_rows_split"));   // 2048 threads
-    EXPECT_FALSE(refused(256, 16, "gpu_few_rows_split"));  // 1024 threads: fits
+    attngen::GpuScheduleKnobs widest;
+    widest.gpu_few_rows_split = 256, widest.gpu_few_rows_columns = 16;  // 1024 threads: fits
+    EXPECT_NO_THROW(attngen::resolve_gpu_knobs(widest));
 }
 
 // ---------------------------------------------------------------------------------------------
