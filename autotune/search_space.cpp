@@ -80,7 +80,7 @@ std::vector<Candidate> candidates_in_order(uint32_t seed, size_t random_count,
     for (const std::string &a : autoschedulers) order.push_back(Candidate{{}, a});
     std::mt19937 rng(seed);
     std::set<std::string> seen = {"default"};
-    // The CPU space has 12441600 points, the GPU one 11664: stop after enough duplicate draws.
+    // The CPU space has 12441600 points, the GPU one 1296: stop after enough duplicate draws.
     for (size_t tries = 0;
          order.size() < 1 + autoschedulers.size() + random_count && tries < random_count * 20;
          ++tries) {

@@ -303,8 +303,8 @@ void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &request
         throw CompileError(p.result.name() +
                            ": GPU projections need the staged path (gpu_staged_path)");
     }
-    // A block covers kWeightPadding output features, so its register tiles never pass the end
-    // of the padded weights; input rows are clamped.
+    // A block covers at most a weight panel's kWeightPadding output features, so its register
+    // tiles never pass the end of the padded weights; input rows are clamped.
     if (p.few_rows.defined()) schedule_few_rows_gpu(p, knobs);
     // Short products (at most kShortOutputs outputs: bert-128, bert-512, the tutorials) read
     // their operands through the L1 cache, in tiles of kShortRowTile rows, blocks of

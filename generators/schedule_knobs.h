@@ -39,7 +39,10 @@
 // blocks and key tiles that keep a block within 1024 threads; the flash kernel's query block a
 // multiple of its query tile, its key blocks multiples of 16. The small-head flash kernel's
 // limits keep it within the 48 KiB of shared memory a CUDA launch may have at heads of 64
-// (schedule_gpu.h, kSmallFlashHead): 128 keys or value tiles of 8 would pass it.
+// (schedule_gpu.h, kSmallFlashHead): 128 keys or value tiles of 8 would pass it. The few-row
+// knobs have their defaults as their one tuner value: the tuner times the forward at its shapes'
+// many rows, which never take that path, so other values would only multiply its draws; a build
+// sets them (ATTNGEN_GPU_SCHEDULE_PARAMS) to time them on decoding.
 #define ATTNGEN_GPU_SCHEDULE_KNOBS(KNOB)                                                           \
     KNOB(gpu_gemm_rows, 64, (16, 32, 64), "rows of a GPU projection block of many outputs")        \
     KNOB(gpu_query_block, 64, (4, 8, 16, 32), "queries per GPU attention block")                   \
@@ -48,8 +51,8 @@
     KNOB(gpu_value_tile, 8, (1, 2, 4), "value features per thread of the GPU flash attention's probs x values tile") \
     KNOB(gpu_small_head_key_block, 64, (32, 64), "gpu_key_block where both head sizes are at most kSmallFlashHead") \
     KNOB(gpu_small_head_value_tile, 4, (2, 4), "gpu_value_tile where both head sizes are at most kSmallFlashHead") \
-    KNOB(gpu_few_rows_split, 256, (16, 32, 64), "threads sharing each output's reduction in a GPU projection of few rows (decoding)") \
-    KNOB(gpu_few_rows_columns, 64, (16, 32, 64), "output features per block of a GPU projection of few rows (4 to 64, dividing 64)")
+    KNOB(gpu_few_rows_split, 256, (32), "threads sharing each output's reduction in a GPU projection of few rows (decoding)") \
+    KNOB(gpu_few_rows_columns, 64, (64), "output features per block of a GPU projection of few rows (4 to 64, dividing 64)")
 
 #define ATTNGEN_SCHEDULE_KNOBS(KNOB) ATTNGEN_CPU_SCHEDULE_KNOBS(KNOB) ATTNGEN_GPU_SCHEDULE_KNOBS(KNOB)
 // clang-format on
