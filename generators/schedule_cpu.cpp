@@ -119,11 +119,13 @@ Var split_query_blocks(Func f, const Var &row, const Var &h, const Var &b, const
 // sdpa/tutorial 1.02x (scripts/ab_runs.py, 3 rounds), the forwards level. With `specialize_on`
 // defined, the staging has a branch for it as well (the source is an inline expression that it
 // simplifies).
+// x_tail is RoundUp where f may be computed past its consumers' region along x (f is not an
+// output and its source may be read there): the last tile of x is then whole, not guarded.
 void schedule_transpose(Func f, Func source, const Var &x, const Var &y, const Expr &y_extent,
-                        int vec, const Expr &specialize_on = Expr()) {
+                        int vec, TailStrategy x_tail, const Expr &specialize_on = Expr()) {
     Var xo("xo"), yo("yo"), xi("xi"), yi("yi");
     const auto tile = [&](Stage s, TailStrategy y_tail) {
-        s.split(x, xo, xi, vec, TailStrategy::GuardWithIf)
+        s.split(x, xo, xi, vec, x_tail)
             .split(y, yo, yi, vec, y_tail)
             .reorder(xi, yi, xo, yo)
             .vectorize(xi)
@@ -172,7 +174,13 @@ void schedule_key_value_packing(const PackedScore &p, int vec) {
         .fuse(k[k.size() - 2], k.back(), hb)
         .parallel(hb, heads_per_task, TailStrategy::GuardWithIf);
     if (panels) keys.bound(k[0], 0, kKeyPanel);
-    schedule_transpose(keys, p.k_source, k[0], k[1], p.dk, vec, p.sources_unrotated);
+    // Keys are read past kv_len at the last one (PackedScore::k_source), so the last tile of a
+    // head's keys is computed whole: guarded, the tutorial's heads of 20 keys took their last 4
+    // one by one, in a loop of scalar loads and masked stores. attngen_parallel_timeline
+    // tutorial 300 bf16, AVX512-BF16 variant, Zen 4, two runs: the keys' transpose 173 -> 136
+    // and 154 us of a 3.2 ms call; the float32 forward's packing loop level (146-159 us).
+    schedule_transpose(keys, p.k_source, k[0], k[1], p.dk, vec, TailStrategy::RoundUp,
+                       p.sources_unrotated);
     if (p.v_panels.defined()) {
         // Row by row: each value row is read once, front to back, into value_tile-wide runs.
         Func panels = p.v_panels;
@@ -941,7 +949,8 @@ void schedule_cache_key_rows_cpu(Func rows, Func rotated, const Expr &positions,
         .reorder(yi, xi, xo, yo)
         .vectorize(yi);
     few.specialize(key_feature_stride == 1);
-    schedule_transpose(rows, rotated, a[0], a[1], features, vec, unrotated);
+    schedule_transpose(rows, rotated, a[0], a[1], features, vec, TailStrategy::GuardWithIf,
+                       unrotated);
 }
 
 void schedule_cache_value_rows_cpu(Func rows, const Expr &positions, const Expr &items,

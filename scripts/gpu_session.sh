@@ -83,10 +83,11 @@ for phase in "$@"; do
         # kernels (a skip of 60 caught only the prefill): for them, e.g.
         # ATTNGEN_GPU_NCU_FILTER='^decode_device/llama3-8b-decode/' ATTNGEN_GPU_NCU_SKIP=300, or
         # ATTNGEN_GPU_NCU_KERNELS='decode' (a regex of kernel names) to profile only those.
+        # (Expanded as ${a[@]+...}: under set -u, bash before 4.4 calls an empty array unbound.)
         kernels=()
         [ -n "${ATTNGEN_GPU_NCU_KERNELS:-}" ] && kernels=(--kernel-name "regex:$ATTNGEN_GPU_NCU_KERNELS")
         timeout 240 ncu --clock-control none --launch-skip "${ATTNGEN_GPU_NCU_SKIP:-0}" \
-            -c "${ATTNGEN_GPU_NCU_COUNT:-60}" "${kernels[@]}" --print-summary per-kernel \
+            -c "${ATTNGEN_GPU_NCU_COUNT:-60}" ${kernels[@]+"${kernels[@]}"} --print-summary per-kernel \
             build/bench/attngen_bench_device \
             --benchmark_filter="${ATTNGEN_GPU_NCU_FILTER:-^mha_forward_device/bert-512-b8/}" \
             --benchmark_min_time=0.01 >"$out/ncu.txt" 2>&1
