@@ -221,24 +221,43 @@ void schedule_query_tile(const PackedScore &p, const LoopLevel &block, int vec) 
     Func q = p.q_operand;
     const std::vector<Var> a = q.args();
     q.compute_at(block);
-    if (p.paired) {
-        // (e, p, i): stored with each pair of the rows together, (e, i, p), so that the score
-        // tile's rows are one address apart by a constant; stored by rows, (e, p, i), LLVM
-        // kept the tile's row addresses in a vector and extracted each at every step (14
-        // instructions beside the 16 vdpbf16ps of the score tile's loop).
-        q.reorder_storage(a[0], a[2], a[1])
-            .bound(a[0], 0, 2)
-            .reorder(a[0], a[2], a[1])
-            .vectorize(a[0])
-            .vectorize(a[2], vec / 2, TailStrategy::GuardWithIf);
-    } else {
-        q.vectorize(a[0], vec, TailStrategy::GuardWithIf);
-    }
     // The common case, loaded as vectors and copied: no rotation, an even head size.
     Expr common = p.sources_unrotated;
     if (p.q_even_features.defined()) {
         common = common.defined() ? common && p.q_even_features : p.q_even_features;
     }
+    if (p.paired) {
+        // (e, p, i): stored with each pair of the rows together, (e, i, p), so that the score
+        // tile's rows are one address apart by a constant; stored by rows, (e, p, i), LLVM
+        // kept the tile's row addresses in a vector and extracted each at every step (14
+        // instructions beside the 16 vdpbf16ps of the score tile's loop).
+        // In tiles of vec / 2 rows by 8 pairs, each staged from dense vectors of its rows
+        // (q_rows, by unclamped row) and read back at constant offsets; where it runs as it
+        // is (common, below), the pairs unrolled, so that every store is one dense vector.
+        // Vectorized over (e, rows) from the queries themselves, each vector was 16 scalar
+        // loads at lanes' own clamped rows: perf put 15% of the bfloat16 attention task at
+        // bert-128 there (AVX512-BF16 variant, Zen 4), 5.5% with the tiles; pairs vectorized
+        // as well made the stores 128 scalar ones. mha_forward_bf16/bert-128 1.02x, bert-512,
+        // gpt2-causal and tutorial-cross level (scripts/ab_runs.py, 5 rounds, noisy host).
+        const int rows = vec / 2, pairs = 8;
+        Var po("po"), pi("pi"), io("io"), ii("ii");
+        q.reorder_storage(a[0], a[2], a[1])
+            .bound(a[0], 0, 2)
+            .split(a[2], io, ii, rows, TailStrategy::GuardWithIf)
+            .split(a[1], po, pi, pairs, TailStrategy::GuardWithIf)
+            .reorder(a[0], ii, pi, io, po)
+            .vectorize(a[0])
+            .vectorize(ii);
+        const std::vector<Var> r = p.q_rows.args();
+        Func q_rows = p.q_rows;
+        q_rows.compute_at(q, io)
+            .bound_storage(r[0], 2 * pairs)
+            .bound_storage(r[1], rows)
+            .vectorize(r[0], vec, TailStrategy::GuardWithIf);
+        if (common.defined()) q.specialize(common).unroll(pi);
+        return;
+    }
+    q.vectorize(a[0], vec, TailStrategy::GuardWithIf);
     if (common.defined()) q.specialize(common);
 }
 

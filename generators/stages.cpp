@@ -493,8 +493,12 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         p.q_even_features = dk % 2 == 0;
         const Expr feature = 2 * pair + e;
         const Expr feature_read = select(p.q_even_features, feature, min(feature, dk - 1));
-        p.q_operand(e, pair, i, h, b) =
-            select(feature < dk, cast(products, q(feature_read, row, h, b)), cast(products, 0.0f));
+        // By unclamped row, as k_rows is by unclamped key: a schedule may stage a tile of them
+        // and read it back transposed at a plain stride.
+        p.q_rows = Func("q_rows");
+        p.q_rows(d, i, h, b) = q(d, row, h, b);
+        p.q_operand(e, pair, i, h, b) = select(
+            feature < dk, cast(products, p.q_rows(feature_read, i, h, b)), cast(products, 0.0f));
         p.r_dot = RDom(0, 2, 0, (dk + 1) / 2, "r_dot");
         p.score(j, i, h, b) = 0.0f;
         p.score(j, i, h, b) += cast<float>(p.q_operand(p.r_dot.x, p.r_dot.y, i, h, b)) *

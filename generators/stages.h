@@ -239,6 +239,8 @@ struct PackedScore {
     Halide::Func q_operand;        // (d, i, h, b), the queries at rows clamped to q_len; paired:
                                    // (e, p, i, h, b) in bfloat16 (above)
     Halide::Expr q_even_features;  // paired: dk is even (q_operand reads no clamped feature)
+    Halide::Func q_rows;           // paired: (d, i, h, b), the queries by unclamped row, which
+                                   // q_operand reads
     Halide::Func score;            // (j, i, h, b): q . k, reduction over r_dot
     Halide::RDom r_dot;            // over dk after the first term; paired: (e, p) from 0
     Halide::Expr dk;               // the keys' head size
