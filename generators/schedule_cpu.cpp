@@ -174,11 +174,12 @@ void schedule_key_value_packing(const PackedScore &p, int vec) {
         .fuse(k[k.size() - 2], k.back(), hb)
         .parallel(hb, heads_per_task, TailStrategy::GuardWithIf);
     if (panels) keys.bound(k[0], 0, kKeyPanel);
-    // Keys are read past kv_len at the last one (PackedScore::k_source), so the last tile of a
-    // head's keys is computed whole: guarded, the tutorial's heads of 20 keys took their last 4
-    // one by one, in a loop of scalar loads and masked stores. attngen_parallel_timeline
-    // tutorial 300 bf16, AVX512-BF16 variant, Zen 4, two runs: the keys' transpose 173 -> 136
-    // and 154 us of a 3.2 ms call; the float32 forward's packing loop level (146-159 us).
+    // k_source reads every key past kv_len as the last key (clamped), so a whole last tile of a
+    // head's keys reads nothing outside k, and it is computed whole: guarded, the tutorial's
+    // heads of 20 keys took their last 4 one by one, in a loop of scalar loads and masked
+    // stores. attngen_parallel_timeline tutorial 300 bf16, AVX512-BF16 variant, Zen 4, two
+    // runs: the keys' transpose 173 -> 136 and 154 us of a 3.2 ms call; the float32 forward's
+    // packing loop level (146-159 us).
     schedule_transpose(keys, p.k_source, k[0], k[1], p.dk, vec, TailStrategy::RoundUp,
                        p.sources_unrotated);
     if (p.v_panels.defined()) {
@@ -232,8 +233,11 @@ void schedule_query_tile(const PackedScore &p, const LoopLevel &block, int vec) 
         // kept the tile's row addresses in a vector and extracted each at every step (14
         // instructions beside the 16 vdpbf16ps of the score tile's loop).
         // In tiles of vec / 2 rows by 8 pairs, each staged from dense vectors of its rows
-        // (q_rows, by unclamped row) and read back at constant offsets; where it runs as it
-        // is (common, below), the pairs unrolled, so that every store is one dense vector.
+        // (q_rows, by unclamped row) and read back at constant offsets; in the common
+        // specialization (no rotation, an even head size) the pairs unrolled, so that every
+        // store is one dense vector. A tile's 8 pairs are 16 features, one AVX-512 vector of
+        // each staged row, whose storage is constant-size so that it lives on the stack (as
+        // schedule_transpose's tiles).
         // Vectorized over (e, rows) from the queries themselves, each vector was 16 scalar
         // loads at lanes' own clamped rows: perf put 15% of the bfloat16 attention task at
         // bert-128 there (AVX512-BF16 variant, Zen 4), 5.5% with the tiles; pairs vectorized

@@ -1,0 +1,176 @@
+// A model, in AVX2 intrinsics, of one task of the AVX2 variant's blocked projection
+// (schedule_projection_cpu): one panel of 64 outputs over R rows and K input features, in 2 x 6
+// register tiles (2 vectors of 8 outputs by 6 rows), each block's sums added into a panel-wide
+// buffer. It times the loop orders bench/RESULTS.md compares (2026-11-28, "Where the AVX2
+// variant's projections lose their last tenth") against one tile run again and again on
+// operands that stay in L1. Not built by CMake, not a test:
+//
+//     g++ -O3 -mavx2 -mfma -pthread bench/cpu_experiments/avx2_projection_model.cpp -o model
+//     ./model [threads]
+#include <immintrin.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr int kK = 768;  // input features (bert's d_model)
+
+// x: rows of K floats (row n at n * K), or with packed_rows 6 rows interleaved per step.
+// w: the weights, ws floats per input feature. acc: 64 outputs per row.
+// Not inlined, with the row and weight strides constant, as in Halide's loop (whose six input
+// rows each have a base register).
+template <bool packed_rows, int K, int ws>
+__attribute__((noinline)) void tile(const float *x, const float *w, int steps, float *acc) {
+    __m256 a[12];
+    // An index loop: with a range-for over `a`, GCC 12 stored every accumulator to the stack
+    // at every step.
+    for (int i = 0; i < 12; i++) a[i] = _mm256_setzero_ps();
+    for (int k = 0; k < steps; k++) {
+        const __m256 w0 = _mm256_loadu_ps(w + k * ws), w1 = _mm256_loadu_ps(w + k * ws + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < 6; r++) {
+            const __m256 b = _mm256_broadcast_ss(packed_rows ? x + k * 6 + r : x + r * K + k);
+            a[2 * r] = _mm256_fmadd_ps(b, w0, a[2 * r]);
+            a[2 * r + 1] = _mm256_fmadd_ps(b, w1, a[2 * r + 1]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < 6; r++) {
+        float *row = acc + r * 64;
+        _mm256_storeu_ps(row, _mm256_add_ps(_mm256_loadu_ps(row), a[2 * r]));
+        _mm256_storeu_ps(row + 8, _mm256_add_ps(_mm256_loadu_ps(row + 8), a[2 * r + 1]));
+    }
+}
+
+enum class Order {
+    Library,       // per block: row tiles, the panel's 4 columns inside each
+    StagedColumn,  // per block and column: the column copied contiguous, then every row tile
+    RowGroups,     // per block: groups of 4 row tiles, columns inside each group
+    PackedRows,    // as Library, the inputs 6 rows interleaved
+    PinnedInL1,    // as Library, every tile at row 0 and block 0
+};
+
+const char *name(Order o) {
+    switch (o) {
+        case Order::Library:
+            return "library";
+        case Order::StagedColumn:
+            return "staged column";
+        case Order::RowGroups:
+            return "row groups";
+        case Order::PackedRows:
+            return "packed rows";
+        case Order::PinnedInL1:
+            return "pinned in L1";
+    }
+    return "";
+}
+
+void task(const float *x, const float *w, float *acc, int R, int K, int block, Order order,
+          float *stage) {
+    std::memset(acc, 0, sizeof(float) * 64 * R);
+    const int tiles_end = R - R % 6;
+    for (int k0 = 0; k0 < K; k0 += block) {
+        switch (order) {
+            case Order::Library:
+            case Order::PackedRows:
+            case Order::PinnedInL1:
+                for (int n = 0; n < tiles_end; n += 6) {
+                    for (int oc = 0; oc < 64; oc += 16) {
+                        if (order == Order::PackedRows) {
+                            tile<true, kK, 64>(x + n * K + k0 * 6, w + k0 * 64 + oc, block,
+                                               acc + n * 64 + oc);
+                        } else if (order == Order::PinnedInL1) {
+                            tile<false, kK, 64>(x, w + oc, block, acc + oc);
+                        } else {
+                            tile<false, kK, 64>(x + n * K + k0, w + k0 * 64 + oc, block,
+                                                acc + n * 64 + oc);
+                        }
+                    }
+                }
+                break;
+            case Order::StagedColumn:
+                for (int oc = 0; oc < 64; oc += 16) {
+                    for (int k = 0; k < block; k++) {
+                        std::memcpy(stage + k * 16, w + (k0 + k) * 64 + oc, 16 * sizeof(float));
+                    }
+                    for (int n = 0; n < tiles_end; n += 6) {
+                        tile<false, kK, 16>(x + n * K + k0, stage, block, acc + n * 64 + oc);
+                    }
+                }
+                break;
+            case Order::RowGroups:
+                for (int n0 = 0; n0 < tiles_end; n0 += 24) {
+                    for (int oc = 0; oc < 64; oc += 16) {
+                        for (int n = n0; n < n0 + 24 && n < tiles_end; n += 6) {
+                            tile<false, kK, 64>(x + n * K + k0, w + k0 * 64 + oc, block,
+                                                acc + n * 64 + oc);
+                        }
+                    }
+                }
+                break;
+        }
+    }
+}
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// One tile of 64 steps on the same operands, again and again: the kernel's own ceiling.
+double tile_in_l1_gflops() {
+    const int K = 64;
+    std::vector<float> x(6 * kK, 1.0f);
+    alignas(64) static float w[K * 16], out[6 * 64];
+    for (float &v : w) v = 0.5f;
+    const long calls = 2000000;
+    const Clock::time_point t0 = Clock::now();
+    for (long i = 0; i < calls; i++) tile<false, kK, 16>(x.data(), w, K, out);
+    return 2.0 * 96 * K * calls / seconds_since(t0) / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
+    const int R = 510, K = kK, panels = 12, calls = 20;
+    std::vector<float> x(size_t(R) * K, 1.0f), w(size_t(panels) * 64 * K, 0.5f);
+    struct Config {
+        Order order;
+        int block;
+    };
+    const Config configs[] = {{Order::Library, 64},       {Order::Library, 128},
+                              {Order::Library, 256},      {Order::StagedColumn, 128},
+                              {Order::StagedColumn, 256}, {Order::RowGroups, 64},
+                              {Order::PackedRows, 64},    {Order::PinnedInL1, 64}};
+    std::printf("one tile in L1, 1 thread: %.1f GFLOP/s\n", tile_in_l1_gflops());
+    for (int round = 0; round < 3; round++) {
+        for (const Config &c : configs) {
+            const Clock::time_point t0 = Clock::now();
+            for (int call = 0; call < calls; call++) {
+                std::vector<std::thread> pool;
+                for (int t = 0; t < threads; t++) {
+                    pool.emplace_back([&, t] {
+                        std::vector<float> acc(size_t(64) * R);
+                        alignas(64) static thread_local float stage[16 * 1024];
+                        for (int p = t; p < panels; p += threads) {
+                            task(x.data(), w.data() + size_t(p) * 64 * K, acc.data(), R, K, c.block,
+                                 c.order, stage);
+                        }
+                    });
+                }
+                for (std::thread &t : pool) t.join();
+            }
+            std::printf("%-14s blocks of %3d: %.1f GFLOP/s\n", name(c.order), c.block,
+                        2.0 * R * K * 64 * panels * calls / seconds_since(t0) / 1e9);
+        }
+        std::printf("\n");
+    }
+}
