@@ -235,15 +235,15 @@ void schedule_query_tile(const PackedScore &p, const LoopLevel &block, int vec) 
         // In tiles of vec / 2 rows by 8 pairs, each staged from dense vectors of its rows
         // (q_rows, by unclamped row) and read back at constant offsets; in the common
         // specialization (no rotation, an even head size) the pairs unrolled, so that every
-        // store is one dense vector. A tile's 8 pairs are 16 features, one AVX-512 vector of
-        // each staged row, whose storage is constant-size so that it lives on the stack (as
-        // schedule_transpose's tiles).
+        // store is one dense vector. A tile's pairs are one vector of each staged row (pairs
+        // exist only where vdpbf16ps does: 8 pairs, 16 features), whose storage is
+        // constant-size so that it lives on the stack (as schedule_transpose's tiles).
         // Vectorized over (e, rows) from the queries themselves, each vector was 16 scalar
         // loads at lanes' own clamped rows: perf put 15% of the bfloat16 attention task at
         // bert-128 there (AVX512-BF16 variant, Zen 4), 5.5% with the tiles; pairs vectorized
         // as well made the stores 128 scalar ones. mha_forward_bf16/bert-128 1.02x, bert-512,
         // gpt2-causal and tutorial-cross level (scripts/ab_runs.py, 5 rounds, noisy host).
-        const int rows = vec / 2, pairs = 8;
+        const int rows = vec / 2, pairs = vec / 2;
         Var po("po"), pi("pi"), io("io"), ii("ii");
         q.reorder_storage(a[0], a[2], a[1])
             .bound(a[0], 0, 2)
