@@ -31,8 +31,8 @@ template <bool packed_rows, int K, int ws>
 __attribute__((noinline)) void tile(const float *x, const float *w, int steps, float *acc) {
     // Twelve named accumulators: as an array, GCC 12 also zeroed a copy of it on the stack
     // (`rep stos`) at every call where `steps` was not a constant, which cost 7% of the task.
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-           a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0,
+           a8 = a0, a9 = a0, a10 = a0, a11 = a0;
     const auto input = [&](int k, int r) {
         return _mm256_broadcast_ss(packed_rows ? x + k * 6 + r : x + r * K + k);
     };
