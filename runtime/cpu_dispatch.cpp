@@ -28,12 +28,14 @@ const halide_target_feature_t kAboveSse41[] = {
     halide_target_feature_fma,         halide_target_feature_f16c,
     halide_target_feature_avx512,      halide_target_feature_avx512_skylake,
     halide_target_feature_avx512_zen4, halide_target_feature_avx512_zen5};
+// On aarch64, the variant without dot products and float16 arithmetic.
 const halide_target_feature_t kAboveBaseline[] = {
     halide_target_feature_sse41,          halide_target_feature_avx,
     halide_target_feature_avx2,           halide_target_feature_fma,
     halide_target_feature_f16c,           halide_target_feature_avx512,
     halide_target_feature_avx512_skylake, halide_target_feature_avx512_zen4,
-    halide_target_feature_avx512_zen5};
+    halide_target_feature_avx512_zen5,    halide_target_feature_arm_dot_prod,
+    halide_target_feature_arm_fp16};
 
 // The features whose Halide targets multiply bfloat16 pairs with vdpbf16ps: only the bfloat16
 // kernels' first variant names one (generators/CMakeLists.txt).

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "bf16_dot_probe.h"
 #include "cpu_dispatch.h"
@@ -66,6 +68,30 @@ TEST(CpuDispatch, Bf16VariantIsTakenAsTheEnvironmentAndTheProbeSay) {
     if (cap.empty() || cap == "avx512" || cap == "avx512_bf16") {
         EXPECT_EQ(halide_can_use_target_features(kWords, avx512_only),
                   halide_default_can_use_target_features(kWords, avx512_only));
+    }
+}
+
+// The feature sets of aarch64's variant with dot products and float16 arithmetic
+// (cmake/AttngenHostTargets.cmake) and of x86's AVX2 variant: ATTNGEN_CPU_DISPATCH=baseline
+// refuses both, so that the baseline variant runs; otherwise the CPU's features decide.
+TEST(CpuDispatch, BaselineRefusesTheVariantsAboveIt) {
+    attngen::rt::install_cpu_dispatch_policy();
+    constexpr int kWords = (halide_target_feature_end + 63) / 64;
+    const auto features = [&](std::initializer_list<halide_target_feature_t> list) {
+        std::vector<uint64_t> words(kWords, 0);
+        for (halide_target_feature_t f : list) words[f / 64] |= uint64_t(1) << (f % 64);
+        return words;
+    };
+    const char *env = std::getenv("ATTNGEN_CPU_DISPATCH");
+    const bool baseline = env != nullptr && std::string(env) == "baseline";
+    for (std::vector<uint64_t> set :
+         {features({halide_target_feature_arm_dot_prod, halide_target_feature_arm_fp16}),
+          features({halide_target_feature_avx2, halide_target_feature_fma,
+                    halide_target_feature_f16c})}) {
+        const bool expected =
+            !baseline && halide_default_can_use_target_features(kWords, set.data()) != 0;
+        EXPECT_EQ(halide_can_use_target_features(kWords, set.data()) != 0, expected)
+            << "ATTNGEN_CPU_DISPATCH=" << (env ? env : "");
     }
 }
 
