@@ -28,7 +28,7 @@ const halide_target_feature_t kAboveSse41[] = {
     halide_target_feature_fma,         halide_target_feature_f16c,
     halide_target_feature_avx512,      halide_target_feature_avx512_skylake,
     halide_target_feature_avx512_zen4, halide_target_feature_avx512_zen5};
-// On aarch64, the variant without dot products and float16 arithmetic.
+// aarch64's arm_dot_prod and arm_fp16 as well, so that the plain arm-64-linux variant runs there.
 const halide_target_feature_t kAboveBaseline[] = {
     halide_target_feature_sse41,          halide_target_feature_avx,
     halide_target_feature_avx2,           halide_target_feature_fma,

@@ -1,9 +1,10 @@
-// The run-time choice of the bfloat16 kernels' AVX512-BF16 variant (runtime/bf16_dot_probe.h).
+// The run-time choice of CPU variants: the caps of ATTNGEN_CPU_DISPATCH, and the bfloat16 kernels'
+// AVX512-BF16 variant (runtime/bf16_dot_probe.h).
 #include <HalideRuntime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
-#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -71,30 +72,36 @@ TEST(CpuDispatch, Bf16VariantIsTakenAsTheEnvironmentAndTheProbeSay) {
     }
 }
 
-// The feature sets of aarch64's variant with dot products and float16 arithmetic
-// (cmake/AttngenHostTargets.cmake) and of x86's AVX2 variant: ATTNGEN_CPU_DISPATCH=baseline
-// refuses both, so that the baseline variant runs; without it the CPU's features decide (the
-// other caps are CpuDispatch.Bf16VariantIsTakenAsTheEnvironmentAndTheProbeSay's).
-TEST(CpuDispatch, BaselineRefusesTheVariantsAboveIt) {
+// Each cap of ATTNGEN_CPU_DISPATCH refuses the variants above it (runtime/cpu_dispatch.cpp), on
+// either architecture: the feature sets of aarch64's dot-product and float16 variant and of x86's
+// AVX-512, AVX2 and SSE4.1 variants (cmake/AttngenHostTargets.cmake). A set the cap leaves is
+// answered as the CPU's features answer it.
+TEST(CpuDispatch, CapsRefuseTheVariantsAboveThem) {
     attngen::rt::install_cpu_dispatch_policy();
     constexpr int kWords = (halide_target_feature_end + 63) / 64;
-    const auto features = [&](std::initializer_list<halide_target_feature_t> list) {
-        std::vector<uint64_t> words(kWords, 0);
-        for (halide_target_feature_t f : list) words[f / 64] |= uint64_t(1) << (f % 64);
-        return words;
+    struct Variant {
+        std::vector<halide_target_feature_t> features;
+        std::vector<std::string> refused_by;  // the caps that refuse it
+    };
+    const std::vector<Variant> variants = {
+        {{halide_target_feature_arm_dot_prod, halide_target_feature_arm_fp16}, {"baseline"}},
+        {{halide_target_feature_avx512, halide_target_feature_avx512_skylake},
+         {"avx2", "sse41", "baseline"}},
+        {{halide_target_feature_avx2, halide_target_feature_fma, halide_target_feature_f16c},
+         {"sse41", "baseline"}},
+        {{halide_target_feature_sse41}, {"baseline"}},
     };
     const char *env = std::getenv("ATTNGEN_CPU_DISPATCH");
     const std::string cap = env != nullptr ? env : "";
-    if (!cap.empty() && cap != "baseline") GTEST_SKIP() << "ATTNGEN_CPU_DISPATCH=" << cap;
-    const bool baseline = cap == "baseline";
-    for (std::vector<uint64_t> set :
-         {features({halide_target_feature_arm_dot_prod, halide_target_feature_arm_fp16}),
-          features({halide_target_feature_avx2, halide_target_feature_fma,
-                    halide_target_feature_f16c})}) {
+    for (const Variant &v : variants) {
+        std::vector<uint64_t> words(kWords, 0);
+        for (halide_target_feature_t f : v.features) words[f / 64] |= uint64_t(1) << (f % 64);
+        const bool refused =
+            std::find(v.refused_by.begin(), v.refused_by.end(), cap) != v.refused_by.end();
         const bool expected =
-            !baseline && halide_default_can_use_target_features(kWords, set.data()) != 0;
-        EXPECT_EQ(halide_can_use_target_features(kWords, set.data()) != 0, expected)
-            << "ATTNGEN_CPU_DISPATCH=" << cap;
+            !refused && halide_default_can_use_target_features(kWords, words.data()) != 0;
+        EXPECT_EQ(halide_can_use_target_features(kWords, words.data()) != 0, expected)
+            << "ATTNGEN_CPU_DISPATCH=" << cap << ", first feature " << int(v.features.front());
     }
 }
 

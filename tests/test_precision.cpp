@@ -182,10 +182,11 @@ TEST(Precision, HalfPrecisionHandlesRoundTheirWeights) {
 
 // A float16 handle multiplies float16 values and accumulates in float32 on every CPU variant
 // (attngen_precision; aarch64's float16 arithmetic, fmla .8h, would sum in float16, and Halide 21
-// emits no fmlal, which sums float16 products in float32): a value projection of 2048 and 15
-// ones sums to 2063 (to 2048 in float16, where each 2049 is a tie that rounds to the even
-// 2048), which the output projection's operand rounds to 2064. One query and one key: attention
-// passes the value through, and the identity output projection sums exactly.
+// emits no fmlal, which sums float16 products in float32): a value projection of 2048 and 14
+// ones sums to 2062 in float32, which float16 holds exactly, so the output projection's operand
+// keeps it (no tie to break). Summed in float16 from the first feature it would stay 2048: each
+// 2049 is a tie that rounds to the even 2048. One query and one key: attention passes the value
+// through (a softmax over one key is exactly 1), and the identity output projection sums exactly.
 TEST(Precision, Float16ProductsAccumulateInFloat32) {
     constexpr int kD = 16;
     attngen_mha_config c{};
@@ -197,7 +198,7 @@ TEST(Precision, Float16ProductsAccumulateInFloat32) {
     MhaHandle m(raw);
     std::vector<float> zero(kD * kD, 0.0f), wv(kD * kD, 0.0f), wo(kD * kD, 0.0f);
     wv[0] = 2048.0f;
-    for (int i = 1; i < kD; ++i) wv[i] = 1.0f;
+    for (int i = 1; i < kD - 1; ++i) wv[i] = 1.0f;
     for (int o = 0; o < kD; ++o) wo[o * kD + o] = 1.0f;
     ASSERT_EQ(attngen_mha_set_weights(m.get(), zero.data(), zero.data(), wv.data(), wo.data(),
                                       nullptr, nullptr, nullptr, nullptr),
@@ -209,7 +210,7 @@ TEST(Precision, Float16ProductsAccumulateInFloat32) {
                                   out.data(), nullptr),
               ATTNGEN_OK)
         << attngen_last_error();
-    EXPECT_EQ(out[0], 2064.0f);
+    EXPECT_EQ(out[0], 2062.0f);
     for (int o = 1; o < kD; ++o) EXPECT_EQ(out[o], 0.0f) << "output " << o;
 }
 
@@ -218,14 +219,15 @@ TEST(Precision, Float16ProductsAccumulateInFloat32) {
 // error, and the largest fraction of its element's bound (error_bounds.h). The bound, propagated
 // through four projections and the softmax from worst-case sums of |terms|, is as large as the
 // outputs at this width (float16: 0.75-0.91 for outputs up to 0.89), so the error is also held
-// to 4x what it measured when this test was written (bfloat16 1.7e-3, float16 2.5e-4, alike
-// on every x86-64 and aarch64 variant): a regression guard, not a bound.
+// to 4x what it measured when this test was written (bfloat16 1.7e-3, float16 2.5e-4, alike on
+// every x86-64 and aarch64 variant): a regression guard, not a bound, and so at the seed it was
+// measured at, whatever ATTNGEN_TEST_SEED says.
 TEST(Precision, HalfPrecisionErrorAtBertWidth) {
     for (attngen_precision p : {ATTNGEN_PRECISION_BF16, ATTNGEN_PRECISION_F16}) {
         const std::string name = p == ATTNGEN_PRECISION_BF16 ? "bf16" : "f16";
         SCOPED_TRACE(name);
         MhaTester t;
-        t.d_model(768).num_heads(12).batch(1).q_len(12).kv_len(12).precision(p);
+        t.seed(20240611u).d_model(768).num_heads(12).batch(1).q_len(12).kv_len(12).precision(p);
         const MhaTester::Run run = t.Execute();
         ASSERT_EQ(run.status, ATTNGEN_OK) << attngen_last_error();
         const MhaTester::Model model = t.MakeModel();  // ref() points into it

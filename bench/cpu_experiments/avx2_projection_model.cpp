@@ -9,7 +9,8 @@
 //     ./model [threads]
 //
 // Threads share the panels as the library's tasks do, but do not wait for each other between
-// calls, so each one's rate is its loops' alone.
+// calls: a thread's rate is its own loops' and no barrier's, though part of its time it has the
+// machine to itself.
 #include <immintrin.h>
 
 #include <chrono>
@@ -150,8 +151,7 @@ double tile_in_l1_gflops() {
 
 // One thread's tasks, every panel p = t, t + threads, ..., `calls` times over, after one
 // untimed call: the thread and its accumulators are made once, as the library's pool keeps its
-// workers. (Made anew for every call, as an earlier version of this model did, the threads
-// cost a tenth of the rate, which it then took for the loop's.) Returns its GFLOP/s.
+// workers (an earlier version of this model made them for every call). Returns its GFLOP/s.
 double thread_rate(const float *x, const float *w, int R, int K, int panels, int threads, int t,
                    int calls, Order order, int block) {
     std::vector<float> acc(size_t(64) * R);
