@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,32 @@
 #include "cpu_dispatch.h"
 
 namespace {
+
+// A set of Halide target features as the bit words its dispatch asks about, and the asking:
+// the policy's answer (halide_can_use_target_features) or the CPU's alone.
+class FeatureSet {
+  public:
+    FeatureSet(std::initializer_list<halide_target_feature_t> features) : words_(kWords, 0) {
+        for (halide_target_feature_t f : features) words_[f / 64] |= uint64_t(1) << (f % 64);
+    }
+    bool taken() const {
+        attngen::rt::install_cpu_dispatch_policy();
+        return halide_can_use_target_features(kWords, words_.data()) != 0;
+    }
+    bool cpu_has() const {
+        return halide_default_can_use_target_features(kWords, words_.data()) != 0;
+    }
+
+  private:
+    static constexpr int kWords = (halide_target_feature_end + 63) / 64;
+    std::vector<uint64_t> words_;
+};
+
+// ATTNGEN_CPU_DISPATCH, or "" without it.
+std::string DispatchCap() {
+    const char *env = std::getenv("ATTNGEN_CPU_DISPATCH");
+    return env != nullptr ? env : "";
+}
 
 bool cpu_has_avx512_bf16() {
 #if defined(__x86_64__)
@@ -43,33 +71,21 @@ TEST(CpuDispatch, Bf16DotProbeMeasuresBothInstructionsWhereTheCpuHasThem) {
 // x86-64-linux-avx512_skylake-avx512_zen4, with these feature bits; the answer decides the
 // variant every bfloat16 kernel of the process runs.
 TEST(CpuDispatch, Bf16VariantIsTakenAsTheEnvironmentAndTheProbeSay) {
-    attngen::rt::install_cpu_dispatch_policy();
-    constexpr int kWords = (halide_target_feature_end + 63) / 64;
-    uint64_t features[kWords] = {};
-    for (halide_target_feature_t f :
-         {halide_target_feature_avx512_skylake, halide_target_feature_avx512_zen4}) {
-        features[f / 64] |= uint64_t(1) << (f % 64);
-    }
-    const bool cpu_has_them = halide_default_can_use_target_features(kWords, features) != 0;
-    const char *env = std::getenv("ATTNGEN_CPU_DISPATCH");
-    const std::string cap = env != nullptr ? env : "";
+    const FeatureSet bf16_variant{halide_target_feature_avx512_skylake,
+                                  halide_target_feature_avx512_zen4};
+    const bool cpu_has_them = bf16_variant.cpu_has();
+    const std::string cap = DispatchCap();
     bool expected = cpu_has_them && attngen::rt::bf16_dot_product_pays();
     if (cap == "avx512" || cap == "avx2" || cap == "sse41" || cap == "baseline") {
         expected = false;
     } else if (cap == "avx512_bf16") {
         expected = cpu_has_them;
     }
-    EXPECT_EQ(halide_can_use_target_features(kWords, features) != 0, expected)
+    EXPECT_EQ(bf16_variant.taken(), expected)
         << "ATTNGEN_CPU_DISPATCH=" << cap << ", the CPU has the features: " << cpu_has_them
         << ", vdpbf16ps pays: " << attngen::rt::bf16_dot_product_pays();
-    // The AVX-512 variant below it is never refused for bfloat16's sake.
-    uint64_t avx512_only[kWords] = {};
-    avx512_only[halide_target_feature_avx512_skylake / 64] |=
-        uint64_t(1) << (halide_target_feature_avx512_skylake % 64);
-    if (cap.empty() || cap == "avx512" || cap == "avx512_bf16") {
-        EXPECT_EQ(halide_can_use_target_features(kWords, avx512_only),
-                  halide_default_can_use_target_features(kWords, avx512_only));
-    }
+    // The AVX-512 variant below it, never refused for bfloat16's sake:
+    // CapsRefuseTheVariantsAboveThem.
 }
 
 // Each cap of ATTNGEN_CPU_DISPATCH refuses the variants above it (runtime/cpu_dispatch.cpp), on
@@ -77,31 +93,27 @@ TEST(CpuDispatch, Bf16VariantIsTakenAsTheEnvironmentAndTheProbeSay) {
 // AVX-512, AVX2 and SSE4.1 variants (cmake/AttngenHostTargets.cmake). A set the cap leaves is
 // answered as the CPU's features answer it.
 TEST(CpuDispatch, CapsRefuseTheVariantsAboveThem) {
-    attngen::rt::install_cpu_dispatch_policy();
-    constexpr int kWords = (halide_target_feature_end + 63) / 64;
     struct Variant {
-        std::vector<halide_target_feature_t> features;
+        FeatureSet features;
         std::vector<std::string> refused_by;  // the caps that refuse it
+        const char *name;
     };
     const std::vector<Variant> variants = {
-        {{halide_target_feature_arm_dot_prod, halide_target_feature_arm_fp16}, {"baseline"}},
-        {{halide_target_feature_avx512, halide_target_feature_avx512_skylake},
-         {"avx2", "sse41", "baseline"}},
+        {{halide_target_feature_arm_dot_prod, halide_target_feature_arm_fp16},
+         {"baseline"},
+         "aarch64 dot product and float16"},
+        {{halide_target_feature_avx512_skylake}, {"avx2", "sse41", "baseline"}, "AVX-512"},
         {{halide_target_feature_avx2, halide_target_feature_fma, halide_target_feature_f16c},
-         {"sse41", "baseline"}},
-        {{halide_target_feature_sse41}, {"baseline"}},
+         {"sse41", "baseline"},
+         "AVX2"},
+        {{halide_target_feature_sse41}, {"baseline"}, "SSE4.1"},
     };
-    const char *env = std::getenv("ATTNGEN_CPU_DISPATCH");
-    const std::string cap = env != nullptr ? env : "";
+    const std::string cap = DispatchCap();
     for (const Variant &v : variants) {
-        std::vector<uint64_t> words(kWords, 0);
-        for (halide_target_feature_t f : v.features) words[f / 64] |= uint64_t(1) << (f % 64);
         const bool refused =
             std::find(v.refused_by.begin(), v.refused_by.end(), cap) != v.refused_by.end();
-        const bool expected =
-            !refused && halide_default_can_use_target_features(kWords, words.data()) != 0;
-        EXPECT_EQ(halide_can_use_target_features(kWords, words.data()) != 0, expected)
-            << "ATTNGEN_CPU_DISPATCH=" << cap << ", first feature " << int(v.features.front());
+        EXPECT_EQ(v.features.taken(), !refused && v.features.cpu_has())
+            << "ATTNGEN_CPU_DISPATCH=" << cap << ", the " << v.name << " variant";
     }
 }
 
