@@ -20,6 +20,13 @@ constexpr int kFeatureThreads = 16;
 constexpr int kGpuDecodeRows = 8;
 constexpr int kKeyThreads = 32;
 constexpr int kMergeThreads = 32;
+// A split-KV decode thread's value features, so that a warp's kKeyThreads threads span every
+// column of a head of kMaxDecodeValueHead (CUDA's largest; the split's two statistics too) in
+// one pass, wider heads in more; and its keys per unrolled step (independent reads in flight).
+constexpr int kMaxDecodeValueHead = 128;
+constexpr int kDecodeValueTile = (kMaxDecodeValueHead + 2 + kKeyThreads - 1) / kKeyThreads;
+constexpr int kDecodeKeyUnroll = 4;
+static_assert(kGpuDecodeSplitKeys % kDecodeKeyUnroll == 0);
 
 // A projection thread's register tiles are 4 output features wide (one float4 weight load per
 // step): by 4 rows on the staged path (16 FMAs for two 16-byte shared loads), by kShortRowTile
@@ -563,17 +570,24 @@ void schedule_decode_attention_gpu(DecodeAttentionStage &a) {
     schedule_elementwise_gpu(a.q_rows);
 
     // A block per (split, row block, key/value head and item). Its threads are kKeyThreads
-    // keys (or kFeatureThreads value features) by kGpuDecodeRows rows; a split's scores and
-    // probabilities sit in shared memory, its statistics too, and each thread sums the products
-    // of its own value feature over the split's keys in a register.
-    Var ro("ro"), ri("ri"), co("co"), ci("ci"), hb("hb");
+    // keys (or value features) by kGpuDecodeRows rows; a split's scores and probabilities sit in
+    // shared memory, its statistics too. Each thread sums the products of kDecodeValueTile
+    // neighbouring value features (and the split's two statistics, as two more columns) over
+    // the split's keys in registers, kDecodeKeyUnroll keys per step. With one column per thread
+    // and the head's columns in a serial loop around the threads, each pass one read per key,
+    // this kernel took 166 us of a llama3-8b-decode step (ncu, H200), now 125; the steps ran
+    // 1.09-1.16x faster at the llama3 and long-decode shapes (bench/RESULTS.md, 2026-11-28).
+    // Unrolling the scores' feature loop by 8 as well made it 2.4x slower.
+    Var ro("ro"), ri("ri"), co("co"), cx("cx"), ci("ci"), ct("ct"), hb("hb");
     a.split_out.compute_root()
         .split(r, ro, ri, kGpuDecodeRows, kExact)
-        .split(c, co, ci, kFeatureThreads, kExact)
-        .reorder(ci, ri, co, s, ro, hk, b)
+        .split(c, co, cx, kKeyThreads * kDecodeValueTile, kExact)
+        .split(cx, ci, ct, kDecodeValueTile)
+        .reorder(ct, ci, ri, co, s, ro, hk, b)
         .fuse(hk, b, hb)
         .gpu_blocks(s, ro, hb)
-        .gpu_threads(ci, ri);
+        .gpu_threads(ci, ri)
+        .unroll(ct);
     const LoopLevel block(a.split_out, s);
     // Every per-block buffer covers the block's one split and its kGpuDecodeRows rows: constant
     // sizes, as shared memory needs. Rows past the call's last read the last query (clamped in
@@ -584,7 +598,8 @@ void schedule_decode_attention_gpu(DecodeAttentionStage &a) {
         .bound_extent(r, kGpuDecodeRows)
         .split(j, jo, ji, kKeyThreads)
         .reorder(jo, ji, r)
-        .gpu_threads(ji, r);
+        .gpu_threads(ji, r)
+        .unroll(jo);
     a.probs.compute_at(block)
         .bound_extent(a.k, kGpuDecodeSplitKeys)
         .bound_extent(s, 1)
@@ -592,9 +607,14 @@ void schedule_decode_attention_gpu(DecodeAttentionStage &a) {
         .split(a.k, jo, ji, kKeyThreads)
         .reorder(jo, ji, r, s)
         .gpu_threads(ji, r);
-    // The dot products run along head_dim in each thread; the keys of one position block are
+    // The dot products run along head_dim in each thread, its keys' sums side by side (jo
+    // unrolled inside the feature loop: independent reads); the keys of one position block are
     // contiguous, so a warp's 32 keys are one coalesced read per feature.
-    a.score.update().split(j, jo, ji, kKeyThreads).reorder(a.r_dot, jo, ji, r).gpu_threads(ji, r);
+    a.score.update()
+        .split(j, jo, ji, kKeyThreads)
+        .reorder(jo, a.r_dot, ji, r)
+        .gpu_threads(ji, r)
+        .unroll(jo);
     for (Func lanes : {a.max_lanes, a.sum_lanes}) {
         lanes.compute_at(block)
             .bound_extent(s, 1)
@@ -606,7 +626,13 @@ void schedule_decode_attention_gpu(DecodeAttentionStage &a) {
         row.compute_at(block).bound_extent(s, 1).bound_extent(r, kGpuDecodeRows).gpu_threads(r);
         row.update().gpu_threads(r);
     }
-    a.split_acc.compute_at(a.split_out, ci);
+    RVar rko("rko"), rki("rki");
+    a.split_acc.compute_at(a.split_out, ci).bound_extent(c, kDecodeValueTile).unroll(c);
+    a.split_acc.update()
+        .split(a.r_keys, rko, rki, kDecodeKeyUnroll)
+        .reorder(c, rki, rko)
+        .unroll(c)
+        .unroll(rki);
 
     // The merge: a block per row and (key/value head, item), a thread per value feature; the
     // row's overall maximum and sum are computed once per block.
@@ -620,6 +646,13 @@ void schedule_decode_attention_gpu(DecodeAttentionStage &a) {
     a.total_max.compute_at(a.rows_out, r);
     a.total_sum.compute_at(a.rows_out, r);
     a.merged.compute_at(a.rows_out, mi);
+    // The loops over splits kDecodeKeyUnroll at a time: independent reads in flight.
+    RVar so("so"), si("si");
+    for (Func f : {a.total_max, a.total_sum, a.merged}) {
+        f.update()
+            .split(a.r_splits, so, si, kDecodeKeyUnroll, TailStrategy::GuardWithIf)
+            .unroll(si);
+    }
 }
 
 void schedule_rope_angles_gpu(Func angles, const RopeInputs &rope) {

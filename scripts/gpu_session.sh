@@ -10,7 +10,8 @@
 # median of 3), torch (scripts/bench_torch_cuda.py at the CUDA issue's shapes, float32 with TF32
 # off), torch-half (the same in bfloat16), jit (a fresh process's first forward with and without
 # the driver's PTX cache), ncu (per-kernel times of one forward, bert-512-b8, or as
-# ATTNGEN_GPU_NCU_FILTER, _SKIP, _COUNT and _KERNELS say), experiments (the
+# ATTNGEN_GPU_NCU_FILTER, _SKIP, _COUNT and _KERNELS say), launches (every launch of one
+# benchmark in order with its device time, a decoding step's kernels last), experiments (the
 # runners of bench/gpu_experiments that the bundle holds), ab (attngen_bench_device of another
 # build's bundle in .gpu-base alternated with this one's, ATTNGEN_GPU_AB_PASSES passes of
 # ATTNGEN_GPU_BENCH_FILTER). For ab, on the build machine, e.g. GPU knobs against the defaults:
@@ -93,6 +94,17 @@ for phase in "$@"; do
             --benchmark_min_time=0.01 >"$out/ncu.txt" 2>&1
         echo "ncu exit $?"
         grep -E "^  [a-z_]|Duration|Registers|Achieved Occupancy" "$out/ncu.txt" | head -80
+        ;;
+    launches)
+        # Every kernel launch of one benchmark in order, with its time on the device (ncu's
+        # gpu__time_duration, one row per launch): a decoding step's kernels are the last ones,
+        # after its cache's prefill. ATTNGEN_GPU_NCU_FILTER as for ncu.
+        timeout 120 ncu --clock-control none -c "${ATTNGEN_GPU_NCU_COUNT:-400}" --csv \
+            --metrics gpu__time_duration.sum build/bench/attngen_bench_device \
+            --benchmark_filter="${ATTNGEN_GPU_NCU_FILTER:-^decode_device/gpt2-decode/}" \
+            --benchmark_min_time=0.01 >"$out/launches.csv" 2>&1
+        echo "ncu exit $?"
+        grep '^"[0-9]' "$out/launches.csv" | awk -F'","' '{print $5, $NF}' | tail -16
         ;;
     experiments)
         for runner in build/gpu_experiments/*_runner; do
