@@ -160,6 +160,20 @@ class AttngenGenerator : public Generator<T> {
                !t.has_gpu_feature() && !has_bfloat16_dot_product(t);
     }
 
+    // Bfloat16 projections on CPUs with AMX take its tile products, as their one algorithm
+    // (AmxPath): then with the bfloat16 operand, and no direct path. On an Intel Xeon with AMX
+    // (2 threads), 1.7-1.9 TFLOP/s stand-alone at bert's sizes, against an FMA peak of 393
+    // GFLOP/s (bench/RESULTS.md).
+    template <typename InputBuffer>
+    AmxPath amx_path(const InputBuffer &w) const {
+        const Target t = this->get_target();
+        if (storage_type(static_cast<const T *>(this)->precision) != BFloat(16) ||
+            t.has_gpu_feature() || this->using_autoscheduler() || !uses_amx(t)) {
+            return {};
+        }
+        return {bounded(w)};
+    }
+
     // CPU projections of many rows over few enough input features get a copy of their
     // reduction kept in registers per row tile (schedule_cpu.h), where the target's register
     // tile spans a weight panel.
@@ -405,18 +419,21 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
 
         const Expr batch = query.dim(2).extent();
         const Expr q_rows = q_len * batch, kv_rows = kv_len * batch;
+        const bool amx = amx_path(wq_t).stored.defined();
+        const DirectPath direct = amx ? DirectPath{} : direct_path();
+        const bool float_x = !amx && float_operand();
         ProjectionStage pq = define_projection(
             "q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1, q_rows,
             bq.dim(0).extent(), packed_weights(wq_t), bounded(bq), storage_type(precision),
-            few_rows_path(), direct_path(), float_operand(), staged_path());
+            few_rows_path(), direct, float_x, staged_path(), amx_path(wq_t));
         ProjectionStage pk = define_projection(
             "k_proj", as_rows(bounded(key), kv_len), key.dim(0).extent(), 1, kv_rows,
             bk.dim(0).extent(), packed_weights(wk_t), bounded(bk), storage_type(precision),
-            few_rows_path(), direct_path(), float_operand(), staged_path());
+            few_rows_path(), direct, float_x, staged_path(), amx_path(wk_t));
         ProjectionStage pv = define_projection(
             "v_proj", as_rows(bounded(value), kv_len), value.dim(0).extent(), 1, kv_rows,
             bv.dim(0).extent(), packed_weights(wv_t), bounded(bv), storage_type(precision),
-            few_rows_path(), direct_path(), float_operand(), staged_path());
+            few_rows_path(), direct, float_x, staged_path(), amx_path(wv_t));
         Func qh = split_heads("q_heads", pq.result, hd, q_len);
         Func kh = split_heads("k_heads", pk.result, hd, kv_len);
         Func vh = split_heads("v_heads", pv.result, v_head_dim, kv_len);
@@ -447,7 +464,7 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         ProjectionStage po =
             define_projection("out_proj", merged, v_head_dim, heads, q_rows, bo.dim(0).extent(),
                               packed_weights(wo_t), bounded(bo), storage_type(precision),
-                              few_rows_path(), direct_path(), float_operand(), staged_path());
+                              few_rows_path(), direct, float_x, staged_path(), amx_path(wo_t));
         output = po.result;
         // Its GPU schedule's wide weight loads need tiles at multiples of 4 features
         // (ProjectionResult::Output); attngen's runtime passes every output from feature 0.

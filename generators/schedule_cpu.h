@@ -19,9 +19,15 @@ struct CpuScheduleKnobs {
 #undef ATTNGEN_KNOB_FIELD
 };
 
-// AVX512-BF16's vdpbf16ps: the CPUs whose Halide feature includes it. Elsewhere a bfloat16
-// pair's products are two float32 FMAs.
+// AVX512-BF16's vdpbf16ps: the CPUs whose Halide feature includes it, but for Intel's with AMX,
+// where it does half the float32 FMA's multiply-adds (runtime/bf16_dot_probe.h). Elsewhere a
+// bfloat16 pair's products are two float32 FMAs.
 bool has_bfloat16_dot_product(const Halide::Target &target);
+
+// Intel AMX's tile products for bfloat16 projections (AmxPath): targets naming
+// avx512_sapphirerapids, which the runtime takes only on CPUs with AMX whose kernel grants the
+// tile state (runtime/cpu_dispatch.cpp).
+bool uses_amx(const Halide::Target &target);
 
 // Replaces every 0 knob by the value for the target's register file and vector width.
 CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs knobs, const Halide::Target &target);

@@ -69,6 +69,18 @@ struct ProjectionStage {
     int staged_chunk = 0;  // StagedPath::chunk, r_chunk's extent
     Halide::Var f{"f"}, kb{"kb"};
     Halide::Expr staged;  // undefined without the path
+    // With an AmxPath: result is bias(o) + amx_out(o % kAmxTile, n, o / kAmxTile) +
+    // amx_tail(o, n). amx_tiles(xi, n, t), a tile of kAmxTile outputs t * kAmxTile + xi by
+    // kAmxTile rows, sums whole blocks of kAmxBlock input features (r_amx: feature in block,
+    // block) in the shape Halide 21's AMX lowering matches: the tile initialised to 0, both
+    // operands loads from buffers, amx_operand the rows clamped, amx_weights (pair element e,
+    // xi, pair row + t * pair rows) the weights copied out of their panels into tiles (read in
+    // place from the panels, the lowering did not recognise the index: bench/cpu_experiments/
+    // amx_projection.cpp). amx_out is the tile's copy to memory; amx_tail the features past
+    // the last whole block (r_amx_tail, empty for a multiple).
+    Halide::Func amx_operand, amx_weights, amx_tiles, amx_out, amx_tail;
+    Halide::RDom r_amx, r_amx_tail;
+    Halide::Var xi{"xi"}, t{"t"};
 };
 
 // x(d, g, n) is read at rows clamp(n, 0, rows - 1) so that a schedule may compute whole
@@ -100,6 +112,15 @@ struct StagedPath {
     int chunk = 0;
     int64_t min_outputs = 0;
 };
+// The schedule's choice of Intel AMX's tile products (tdpbf16ps) for bfloat16 weights in pairs,
+// the one algorithm then: `stored`, the weights as their buffer holds them (panels of
+// weight_panel_columns, layout.h), or undefined for none.
+struct AmxPath {
+    Halide::Func stored;
+};
+// AMX's tiles: 16 rows of 16 float32 sums, over 32 bfloat16 features (16 pairs, 64 bytes).
+constexpr int kAmxTile = 16;
+constexpr int kAmxBlock = 32;
 ProjectionStage define_projection(const std::string &name, const Halide::Func &x,
                                   const Halide::Expr &group_size, const Halide::Expr &groups,
                                   const Halide::Expr &rows, const Halide::Expr &out_features,
@@ -107,7 +128,7 @@ ProjectionStage define_projection(const std::string &name, const Halide::Func &x
                                   const Halide::Type &storage,
                                   const FewRowsPath &few_rows_path = {},
                                   const DirectPath &direct_path = {}, bool float_operand = false,
-                                  const StagedPath &staged_path = {});
+                                  const StagedPath &staged_path = {}, const AmxPath &amx = {});
 
 // round_operand in integer arithmetic, for kernels that take their weights as bits
 // (storage_bits_as_float): the same values, with no 16-bit float type in the kernel.

@@ -2,8 +2,11 @@
 
 #include <HalideRuntime.h>
 
+#include "amx_tile_state.h"
 #include "bf16_dot_probe.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -37,11 +40,16 @@ const halide_target_feature_t kAboveBaseline[] = {
     halide_target_feature_avx512_zen5,    halide_target_feature_arm_dot_prod,
     halide_target_feature_arm_fp16};
 
+// ATTNGEN_CPU_DISPATCH=avx512_bf16 refuses the AMX variant above the AVX512-BF16 one.
+const halide_target_feature_t kAboveAvx512Bf16[] = {halide_target_feature_avx512_sapphirerapids};
+
 // The features whose Halide targets multiply bfloat16 pairs with vdpbf16ps: only the bfloat16
-// kernels' first variant names one (generators/CMakeLists.txt).
+// kernels' Zen 4 variant names one (generators/CMakeLists.txt).
 const halide_target_feature_t kBf16DotProduct[] = {halide_target_feature_avx512_zen4,
-                                                   halide_target_feature_avx512_zen5,
-                                                   halide_target_feature_avx512_sapphirerapids};
+                                                   halide_target_feature_avx512_zen5};
+
+// Halide's feature words (halide_target_feature_end bits) fit with room to spare.
+constexpr int kMaxFeatureWords = 4;
 
 const halide_target_feature_t *refused_begin = nullptr;
 const halide_target_feature_t *refused_end = nullptr;
@@ -67,6 +75,19 @@ int attngen_can_use_target_features(int count, const uint64_t *features) {
     for (const halide_target_feature_t *f = refused_begin; f != refused_end; ++f) {
         if (has_feature(count, features, *f)) return 0;
     }
+    // The bfloat16 forward's AMX variant (generators/CMakeLists.txt) needs Linux's grant of the
+    // tile state, asked here, before any of its kernels runs. Halide's own answer for the
+    // feature is a list of CPU models; the grant and CPUID's AMX bits are the facts that
+    // matter, so its other features are asked of Halide without it.
+    const int amx_word = int(halide_target_feature_avx512_sapphirerapids) / 64;
+    if (has_feature(count, features, halide_target_feature_avx512_sapphirerapids)) {
+        if (!amx_tile_state_granted()) return 0;
+        uint64_t rest[kMaxFeatureWords] = {};
+        if (count > kMaxFeatureWords) return 0;
+        std::copy(features, features + count, rest);
+        rest[amx_word] &= ~(uint64_t(1) << (int(halide_target_feature_avx512_sapphirerapids) % 64));
+        return halide_default_can_use_target_features(count, rest);
+    }
     // The CPU's features first, so that CPUs without the variant's features never run the probe.
     if (!halide_default_can_use_target_features(count, features)) return 0;
     if (!bf16_dot_product_forced && has_any_feature(count, features, kBf16DotProduct)) {
@@ -87,16 +108,18 @@ void install_cpu_dispatch_policy() {
     static std::once_flag once;
     std::call_once(once, [] {
         if (const char *cap = std::getenv("ATTNGEN_CPU_DISPATCH")) {
-            if (std::strcmp(cap, "avx512_bf16") == 0)
+            if (std::strcmp(cap, "avx512_bf16") == 0) {
                 bf16_dot_product_forced = true;
-            else if (std::strcmp(cap, "avx512") == 0)
+                refuse(kAboveAvx512Bf16);
+            } else if (std::strcmp(cap, "avx512") == 0) {
                 refuse(kAboveAvx512);
-            else if (std::strcmp(cap, "avx2") == 0)
+            } else if (std::strcmp(cap, "avx2") == 0) {
                 refuse(kAboveAvx2);
-            else if (std::strcmp(cap, "sse41") == 0)
+            } else if (std::strcmp(cap, "sse41") == 0) {
                 refuse(kAboveSse41);
-            else if (std::strcmp(cap, "baseline") == 0)
+            } else if (std::strcmp(cap, "baseline") == 0) {
                 refuse(kAboveBaseline);
+            }
         }
         // Installed once the policy above is set: a kernel that runs from here on asks it.
         halide_set_custom_can_use_target_features(attngen_can_use_target_features);

@@ -5,11 +5,13 @@
 namespace attngen::rt {
 
 // Halide picks the first variant whose features the CPU has; of the bfloat16 kernels' AVX512-BF16
-// variant, only where vdpbf16ps pays on this CPU (bf16_dot_product_pays, measured once).
-// ATTNGEN_CPU_DISPATCH sets that choice, so every variant can be tested (and compared) on one
-// machine:
-//   avx512_bf16  the AVX512-BF16 variant wherever the CPU has the instructions, pays or not
-//   avx512    AVX-512 without AVX512-BF16 (the bfloat16 kernels' Zen 4 variant refused)
+// variant, only where vdpbf16ps pays on this CPU (bf16_dot_product_pays, measured once); of the
+// bfloat16 forward's AMX variant, only where Linux grants the tile state
+// (amx_tile_state_granted). ATTNGEN_CPU_DISPATCH sets that choice, so every variant can be
+// tested (and compared) on one machine:
+//   avx512_bf16  the AVX512-BF16 variant wherever the CPU has the instructions, pays or not (the
+//             AMX variant refused)
+//   avx512    AVX-512 without AVX512-BF16 (the bfloat16 kernels' Zen 4 and AMX variants refused)
 //   avx2      no AVX-512 variants        sse41     nothing above SSE 4.1
 //   baseline  the plain x86-64 variant    (unset or anything else: no cap)
 // Read once, at the first kernel call of the process. Idempotent.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "amx_tile_state.h"
 #include "bf16_dot_probe.h"
 #include "cpu_dispatch.h"
 
@@ -86,6 +87,26 @@ TEST(CpuDispatch, Bf16VariantIsTakenAsTheEnvironmentAndTheProbeSay) {
         << ", vdpbf16ps pays: " << attngen::rt::bf16_dot_product_pays();
     // The AVX-512 variant below it, never refused for bfloat16's sake:
     // CapsRefuseTheVariantsAboveThem.
+}
+
+// The bfloat16 forward's first variant on x86, x86-64-linux-avx512_skylake-avx512_sapphirerapids:
+// taken where Linux grants AMX's tile state and no cap refuses it; the grant itself is CPUID's
+// AMX bits and the kernel's answer, recorded beside the test.
+TEST(CpuDispatch, AmxVariantIsTakenWhereLinuxGrantsTheTileState) {
+    const FeatureSet amx_variant{halide_target_feature_avx512_skylake,
+                                 halide_target_feature_avx512_sapphirerapids};
+    const FeatureSet below_it{halide_target_feature_avx512_skylake};
+    const std::string cap = DispatchCap();
+    const bool refused = cap == "avx512_bf16" || cap == "avx512" || cap == "avx2" ||
+                         cap == "sse41" || cap == "baseline";
+    const bool granted = attngen::rt::amx_tile_state_granted();
+    RecordProperty("amx_tile_state_granted", granted ? "yes" : "no");
+    EXPECT_EQ(amx_variant.taken(), !refused && granted && below_it.cpu_has())
+        << "ATTNGEN_CPU_DISPATCH=" << cap << ", tile state granted: " << granted;
+#if defined(__x86_64__)
+    // The grant needs the instructions: without AMX-BF16 there is none to give.
+    if (!__builtin_cpu_supports("avx512bf16")) EXPECT_FALSE(granted);
+#endif
 }
 
 // Each cap of ATTNGEN_CPU_DISPATCH refuses the variants above it (runtime/cpu_dispatch.cpp), on
