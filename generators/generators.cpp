@@ -162,8 +162,8 @@ class AttngenGenerator : public Generator<T> {
 
     // Bfloat16 projections on CPUs with AMX take its tile products, as their one algorithm
     // (AmxPath): then with the bfloat16 operand, and no direct path. On an Intel Xeon with AMX
-    // (2 threads), 1.7-1.9 TFLOP/s stand-alone at bert's sizes, against an FMA peak of 393
-    // GFLOP/s (bench/RESULTS.md).
+    // (2 threads), 1.3-1.8 TFLOP/s stand-alone at bert's sizes, 0.6 at 4096 input features,
+    // against a float32 FMA peak of 393 GFLOP/s (bench/RESULTS.md).
     template <typename InputBuffer>
     AmxPath amx_path(const InputBuffer &w) const {
         const Target t = this->get_target();

@@ -5,8 +5,6 @@
 #include "amx_tile_state.h"
 #include "bf16_dot_probe.h"
 
-#include <algorithm>
-#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -48,9 +46,6 @@ const halide_target_feature_t kAboveAvx512Bf16[] = {halide_target_feature_avx512
 const halide_target_feature_t kBf16DotProduct[] = {halide_target_feature_avx512_zen4,
                                                    halide_target_feature_avx512_zen5};
 
-// Halide's feature words (halide_target_feature_end bits) fit with room to spare.
-constexpr int kMaxFeatureWords = 4;
-
 const halide_target_feature_t *refused_begin = nullptr;
 const halide_target_feature_t *refused_end = nullptr;
 // ATTNGEN_CPU_DISPATCH=avx512_bf16: the AVX512-BF16 variant wherever the CPU has it, without
@@ -76,17 +71,14 @@ int attngen_can_use_target_features(int count, const uint64_t *features) {
         if (has_feature(count, features, *f)) return 0;
     }
     // The bfloat16 forward's AMX variant (generators/CMakeLists.txt) needs Linux's grant of the
-    // tile state, asked here, before any of its kernels runs. Halide's own answer for the
-    // feature is a list of CPU models; the grant and CPUID's AMX bits are the facts that
-    // matter, so its other features are asked of Halide without it.
-    const int amx_word = int(halide_target_feature_avx512_sapphirerapids) / 64;
+    // tile state, asked here, before any of its kernels runs. Halide's own check of the feature
+    // reads AVX-512's, AVX-VNNI's and AVX512-BF16's CPUID bits, not AMX's nor whether the
+    // kernel enabled its state: a CPU that lists AMX with the state off would take the variant
+    // and die of SIGILL at its first tile instruction.
     if (has_feature(count, features, halide_target_feature_avx512_sapphirerapids)) {
-        if (!amx_tile_state_granted()) return 0;
-        uint64_t rest[kMaxFeatureWords] = {};
-        if (count > kMaxFeatureWords) return 0;
-        std::copy(features, features + count, rest);
-        rest[amx_word] &= ~(uint64_t(1) << (int(halide_target_feature_avx512_sapphirerapids) % 64));
-        return halide_default_can_use_target_features(count, rest);
+        return amx_tile_state_granted() && halide_default_can_use_target_features(count, features)
+                   ? 1
+                   : 0;
     }
     // The CPU's features first, so that CPUs without the variant's features never run the probe.
     if (!halide_default_can_use_target_features(count, features)) return 0;
