@@ -1,23 +1,21 @@
 // Does Halide 21's AMX lowering (ExtractTileOperations: tdpbf16ps on 16 x 16 float32 tiles) run a
 // bfloat16 projection over the weights exactly as the library stores them for a CPU, and how
 // fast? The weights are packed by runtime/packed_projection.h (bfloat16 pairs, panels of 64
-// outputs); the pipeline reads them in place, one 16-output tile of a panel at a time, a tile's
-// 16 pair-rows 256 bytes apart. The operand is x rounded to bfloat16, as the library's paired
-// projections take it. Each shape is checked against a float64 sum of the same bfloat16
-// operands and then timed, best of 20 calls. Not built by CMake, not a test (JIT, needs the
-// .venv's libHalide and a CPU with AMX-BF16; Linux asks for the tile data permission first):
+// outputs) and copied into 16-output tiles each call, as the library's AMX variant does
+// (generators/stages.cpp, define_amx_sums). The operand is x rounded to bfloat16, as the
+// library's paired projections take it. Each shape is checked against a float64 sum of the same
+// bfloat16 operands and then timed, best of 20 calls. Not built by CMake, not a test (JIT, needs
+// the .venv's libHalide and a CPU with AMX-BF16 whose tile state Linux grants, asked by the
+// library's own runtime/amx_tile_state.cpp):
 //
 //     H=.venv/lib/python3.11/site-packages/halide
 //     g++ -O2 -std=c++17 -Iruntime -Igenerators -Iinclude -I$H/include
-//         bench/cpu_experiments/amx_projection.cpp -L$H/lib64 -lHalide -Wl,-rpath,$H/lib64
-//         -lpthread -ldl -o amx_projection                      (one command)
-//     HL_NUM_THREADS=2 ./amx_projection [outputs per task, a multiple of 64]
+//         bench/cpu_experiments/amx_projection.cpp runtime/amx_tile_state.cpp -L$H/lib64
+//         -lHalide -Wl,-rpath,$H/lib64 -lpthread -ldl -o amx_projection     (one command)
+//     HL_NUM_THREADS=2 ./amx_projection [outputs per task, a multiple of 16]
 //
 // bench/RESULTS.md ("AMX") has what it measured and torch's bfloat16 linear beside it.
 #include "Halide.h"
-
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,6 +24,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "amx_tile_state.h"
 #include "packed_projection.h"
 
 using namespace Halide;
@@ -34,8 +33,6 @@ namespace {
 
 constexpr int kTile = 16;   // AMX: 16 rows of 16 float32 sums
 constexpr int kTileK = 32;  // bfloat16 features per tdpbf16ps (16 pairs, 64 bytes a row)
-constexpr long kArchReqXcompPerm = 0x1023;
-constexpr long kXfeatureXtiledata = 18;
 
 struct Shape {
     const char *name;
@@ -94,8 +91,8 @@ Func amx_projection(ImageParam &x, ImageParam &w, int in, int outputs_per_task) 
 
 int main(int argc, char **argv) {
     const int outputs_per_task = argc > 1 ? std::atoi(argv[1]) : 128;
-    if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) {
-        std::printf("error: Linux refused the AMX tile data permission (no AMX here?)\n");
+    if (!attngen::rt::amx_tile_state_granted()) {
+        std::printf("error: no AMX tile state here (CPU, kernel or Linux's grant)\n");
         return 1;
     }
     const Target target = get_host_target().with_feature(Target::AVX512_SapphireRapids);
