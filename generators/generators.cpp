@@ -193,7 +193,8 @@ class AttngenGenerator : public Generator<T> {
     Func attention(const Func &q, const Func &k, const Func &v, const Expr &dk, const Expr &dv,
                    const Expr &q_len, const Expr &kv_len, const Expr &group, const Expr &scale,
                    const MaskInputs &mask, Func *weights, const Type &products = Float(32),
-                   const Expr &unrotated = Expr(), const Expr &values_strided = Expr()) {
+                   const Expr &unrotated = Expr(), const Expr &values_strided = Expr(),
+                   const Expr &kv_heads = Expr()) {
         const Target t = this->get_target();
         if (weights == nullptr && t.has_gpu_feature() && !this->using_autoscheduler()) {
             const auto flash = [&](const GpuScheduleKnobs &blocks) {
@@ -231,10 +232,13 @@ class AttngenGenerator : public Generator<T> {
             // 207), 2 threads, scripts/ab_runs.py against the pairs: long-single 1.24x (4
             // rounds), bert-128 and bert-512 1.12x, gpt2-causal 1.03x (3 rounds); AVX2
             // variant, same host, 3 rounds: long-single 1.74x, bert-512 1.24x, gpt2-causal 1.10x.
+            // On CPUs with AMX, bfloat16 products in its tiles where the caller says how many
+            // key/value heads there are (AmxAttention).
+            const bool amx = products == BFloat(16) && uses_amx(t) && kv_heads.defined();
             FlashAttentionStage a = define_flash_attention(
                 q, k, v, dk, dv, q_len, kv_len, group, scale, mask, query_block, knobs.key_block,
-                false, products, cpu_value_tile(knobs, t), !has_bfloat16_dot_product(t),
-                values_strided);
+                false, products, cpu_value_tile(knobs, t), !amx && !has_bfloat16_dot_product(t),
+                values_strided, amx ? kv_heads : Expr());
             a.packed.sources_unrotated = unrotated;
             schedule_flash_attention_cpu(a, t, knobs);
             return a.out;
@@ -452,9 +456,9 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         const Type products = precision == Precision::BF16 ? BFloat(16) : Float(32);
         // The values' rows hold every key/value head's features.
         const Expr values_strided = num_kv_heads > 1;
-        Func attention_out =
-            attention(qr, kr, vh, hd, v_head_dim, q_len, kv_len, heads / num_kv_heads, scale, mask,
-                      weights ? &probs : nullptr, products, rope == 0, values_strided);
+        Func attention_out = attention(
+            qr, kr, vh, hd, v_head_dim, q_len, kv_len, heads / num_kv_heads, scale, mask,
+            weights ? &probs : nullptr, products, rope == 0, values_strided, num_kv_heads);
 
         // The output projection reads the per-head attention output as (d, h, row): the head
         // merge is the reduction's index order, not a copy.

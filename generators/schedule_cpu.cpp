@@ -658,6 +658,41 @@ void schedule_projection_operand(ProjectionStage &p, int vec) {
     }
 }
 
+// An AMX product (ProjectionStage::amx_tiles, AmxAttention): `out`(x, y, t, ...), the copy of
+// `tiles` to memory, computed at `at` in tiles of kAmxTile x kAmxTile over (x, y), the tiles of
+// t inside those of y; `tiles` computed per tile in a tile register, its reduction r's blocks
+// outside the tile and each block (r.x) one tdpbf16ps. `out` is stored as (x, t, y, ...): a
+// tile's rows are then a stride apart that is not its width, the 2-D store that Halide 21 turns
+// into tilestored (stored (x, y, t), a tile was one dense run of 256 floats, which it does not).
+void schedule_amx_product(Func out, Func tiles, const RDom &r, const LoopLevel &at) {
+    std::vector<Var> args = out.args();
+    std::swap(args[1], args[2]);  // (x, t, y, ...)
+    const Var &x = args[0], &y = args[2];
+    Var ox("ox"), oy("oy"), ix("ix"), iy("iy"), ux("ux"), uy("uy");
+    out.compute_at(at).reorder_storage(args).tile(x, y, ox, oy, kAmxTile, kAmxTile,
+                                                  TailStrategy::RoundUp);
+    std::vector<VarOrRVar> loops = {ox, oy};
+    loops.insert(loops.end(), args.begin(), args.end());
+    out.reorder(loops).vectorize(ox).vectorize(oy);
+    tiles.compute_at(out, x)
+        .store_in(MemoryType::AMXTile)
+        .tile(x, y, ix, iy, kAmxTile, kAmxTile)
+        .vectorize(ix)
+        .vectorize(iy);
+    std::vector<VarOrRVar> steps = {r.x, ux, uy, r.y};
+    for (const Var &v : tiles.args()) steps.push_back(v);
+    tiles.update()
+        .tile(x, y, ux, uy, kAmxTile, kAmxTile, TailStrategy::GuardWithIf)
+        .reorder(steps)
+        .atomic()
+        .vectorize(r.x)
+        .vectorize(ux)
+        .vectorize(uy);
+}
+
+// Tile rows (of 64 bytes) per parallel task of the AMX attention's copies of keys and values.
+constexpr int kAmxPackingRowsPerTask = 1024;
+
 // The AMX path (ProjectionStage::amx_tiles). A parallel task takes kAmxTaskOutputs outputs by
 // up to kAmxTaskRows rows; its tiles walk the outputs inside each tile of rows, so that the
 // task's weights (kAmxTaskOutputs x in bfloat16, 192 KiB for 768 features) stay in L2 and
@@ -668,7 +703,7 @@ void schedule_projection_operand(ProjectionStage &p, int vec) {
 void schedule_projection_amx(ProjectionStage &p, const Expr &output_features) {
     constexpr int kAmxTaskOutputs = 128, kAmxTaskRows = 512, kAmxWeightRowsPerTask = 256;
     const int vec = kAmxTile;
-    const Var &xi = p.xi, &n = p.n, &t = p.t, &o = p.o;
+    const Var &n = p.n, &o = p.o;
     Var f = p.amx_operand.args()[0], m = p.amx_operand.args()[1];
     p.amx_operand.compute_root()
         .vectorize(f, vec, TailStrategy::GuardWithIf)
@@ -695,28 +730,7 @@ void schedule_projection_amx(ProjectionStage &p, const Expr &output_features) {
     p.amx_tail.update().vectorize(o, vec, TailStrategy::GuardWithIf);
     // The tile products need whole tiles: rows past the call's are computed (their operand rows
     // clamped) and not read.
-    Var ox("ox"), oy("oy"), ix("ix"), iy("iy"), ux("ux"), uy("uy");
-    // Stored as (output, row) over the task's outputs: a tile's rows are then a stride apart
-    // that is not its width, the 2-D store that Halide 21 turns into tilestored (stored
-    // (xi, n, t), a tile was one dense run of 256 floats, which it does not).
-    p.amx_out.compute_at(p.result, task)
-        .reorder_storage(xi, t, n)
-        .tile(xi, n, ox, oy, kAmxTile, kAmxTile, TailStrategy::RoundUp)
-        .vectorize(ox)
-        .vectorize(oy)
-        .reorder(ox, oy, xi, t, n);
-    p.amx_tiles.compute_at(p.amx_out, xi)
-        .store_in(MemoryType::AMXTile)
-        .tile(xi, n, ix, iy, kAmxTile, kAmxTile)
-        .vectorize(ix)
-        .vectorize(iy);
-    p.amx_tiles.update()
-        .tile(xi, n, ux, uy, kAmxTile, kAmxTile, TailStrategy::GuardWithIf)
-        .reorder({p.r_amx.x, ux, uy, p.r_amx.y, xi, n, t})
-        .atomic()
-        .vectorize(p.r_amx.x)
-        .vectorize(ux)
-        .vectorize(uy);
+    schedule_amx_product(p.amx_out, p.amx_tiles, p.r_amx, LoopLevel(p.result, task));
 }
 
 }  // namespace
@@ -1138,6 +1152,36 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
     align_value_tiles(a.packed, a.out_acc.in(), c);
 }
 
+namespace {
+
+// The AMX kernel's operands and products (AmxAttention): a query block's queries in bfloat16
+// once per block, the keys and values copied into tile rows once per call, and each product
+// a tile register per tile of its output, copied to memory per key block.
+void schedule_amx_attention(FlashAttentionStage &a, const LoopLevel &block,
+                            const LoopLevel &key_block_step) {
+    AmxAttention &m = a.amx;
+    m.queries.compute_at(block).vectorize(m.f, kAmxBlock, TailStrategy::GuardWithIf);
+    const Expr &unrotated = a.packed.sources_unrotated;
+    if (unrotated.defined()) m.queries.specialize(m.whole_query_blocks && unrotated);
+    m.queries.specialize(m.whole_query_blocks);
+    for (Func rows : {m.keys, m.values}) {
+        rows.compute_root()
+            .bound(m.e, 0, 2)
+            .bound(m.x, 0, kAmxTile)
+            .reorder(m.x, m.e, m.row)
+            .vectorize(m.x)
+            .unroll(m.e)
+            .parallel(m.row, kAmxPackingRowsPerTask, TailStrategy::GuardWithIf);
+    }
+    m.values.specialize(m.whole_value_tiles);
+    schedule_amx_product(m.score, m.score_tiles, m.r_score, key_block_step);
+    schedule_amx_product(m.out, m.out_tiles, m.r_out, key_block_step);
+    // One key block of one query block per step.
+    m.out.bound_extent(a.kb, 1).bound_extent(a.qb, 1);
+}
+
+}  // namespace
+
 void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
                                   const CpuScheduleKnobs &requested) {
     const CpuScheduleKnobs knobs = resolve_cpu_knobs(requested, target);
@@ -1155,7 +1199,9 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     a.state.compute_at(a.out, block).vectorize(c, vec, TailStrategy::RoundUp);
     a.state.update().reorder(c, ii, a.r_blocks).vectorize(c, vec, TailStrategy::RoundUp);
     const LoopLevel key_block_step(a.state, a.r_blocks);
-    schedule_query_tile(a.packed, LoopLevel(a.out, block), vec);
+    const LoopLevel block_level(a.out, block);
+    const bool amx = a.amx.score_tiles.defined();
+    if (!amx) schedule_query_tile(a.packed, block_level, vec);
 
     // Score register tile: score_vectors vectors of keys by score_rows queries, with the dot
     // product over d outside it.
@@ -1167,10 +1213,16 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // emulated gathers, because the key index is clamped for the last block). With a mask, the
     // clamp carries likely() (stages.cpp) so that loop partitioning may drop it from the other
     // blocks; the benchmarks measure only the unmasked and causal cases.
-    schedule_register_tile_into(a.packed.score, a.block_logits, key_block_step, j, i, jj, i,
-                                TileReduction(a.packed.r_dot, a.packed.paired, target),
-                                knobs.score_vectors, knobs.score_rows, vec, {},
-                                {!a.mask.has_additive && !a.mask.has_bool_mask});
+    const Expr unmasked = !a.mask.has_additive && !a.mask.has_bool_mask;
+    if (amx) {
+        schedule_amx_attention(a, block_level, key_block_step);
+        a.block_logits.compute_at(key_block_step).vectorize(jj, vec);
+        a.block_logits.specialize(unmasked);
+    } else {
+        schedule_register_tile_into(a.packed.score, a.block_logits, key_block_step, j, i, jj, i,
+                                    TileReduction(a.packed.r_dot, a.packed.paired, target),
+                                    knobs.score_vectors, knobs.score_rows, vec, {}, {unmasked});
+    }
     for (Func f : {a.max_lanes, a.sum_lanes}) {
         f.compute_at(key_block_step).vectorize(u, vec);
         f.update().vectorize(u, vec);
@@ -1186,25 +1238,29 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // probs x values register tile: out_vectors vectors of features by out_rows queries, with
     // the sum over the block's keys outside it. Where the values are read in place
     // (cpu_value_tile), a specialization drops `values`' select from the tile's loop.
-    const std::vector<Expr> in_place = values_in_place(a.packed, knobs, target);
-    schedule_register_tile_at(a.block_out, key_block_step, c, ii,
-                              TileReduction(a.r_block_keys, a.packed.paired, target),
-                              knobs.out_vectors, knobs.out_rows, vec, {}, in_place);
-    align_value_tiles(a.packed, a.block_out.in(), c);
-    std::vector<Func> per_key_block = {a.block_logits,   a.max_lanes, a.block_max, a.block_probs,
-                                       a.block_out.in(), a.sum_lanes, a.block_sum};
+    std::vector<Func> per_key_block = {a.block_logits, a.max_lanes, a.block_max,
+                                       a.block_probs,  a.sum_lanes, a.block_sum};
+    if (amx) {
+        per_key_block.insert(per_key_block.end(), {a.amx.score, a.amx.out});
+    } else {
+        const std::vector<Expr> in_place = values_in_place(a.packed, knobs, target);
+        schedule_register_tile_at(a.block_out, key_block_step, c, ii,
+                                  TileReduction(a.r_block_keys, a.packed.paired, target),
+                                  knobs.out_vectors, knobs.out_rows, vec, {}, in_place);
+        align_value_tiles(a.packed, a.block_out.in(), c);
+        per_key_block.push_back(a.block_out.in());
+        // One key block of one query block per step: a constant-size tile that LLVM can keep
+        // in registers.
+        a.block_out.bound_extent(a.kb, 1).bound_extent(a.qb, 1);
+    }
     if (a.probs_operand.defined()) {
         a.probs_operand.compute_at(key_block_step).vectorize(jj, vec);
         per_key_block.push_back(a.probs_operand);
     }
-    // One key block of one query block per step: a constant-size tile that LLVM can keep in
-    // registers.
-    a.block_out.bound_extent(a.kb, 1).bound_extent(a.qb, 1);
 
     // The buffers of one key block are allocated once per query block, not once per key block:
     // their sizes are run-time values, so each was a malloc and a free per step (perf: 8% of an
     // sdpa call at bert-512 in glibc's allocator).
-    const LoopLevel block_level(a.out, block);
     for (Func f : per_key_block) f.hoist_storage(block_level);
 }
 

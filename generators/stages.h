@@ -329,6 +329,30 @@ AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, co
                                 const Halide::Expr &group, const Halide::Expr &scale,
                                 const MaskInputs &mask, int value_tile = 0);
 
+// The flash kernel's two products in Intel AMX tiles (define_flash_attention's amx_kv_heads;
+// stages_flash_amx.cpp), in the shapes Halide 21's AMX lowering matches (see ProjectionStage's
+// amx_tiles): tiles initialised to 0, both operands plain loads, the right-hand one a 3-D
+// (pair element e, column x in its tile, pair row) buffer whose rows run over every tile of every
+// head, so that a tile's index is (pair row within the tile's run + the run's first row).
+// - queries (f, i, h, b): bfloat16, 0 past dk and to the next multiple of kAmxBlock features.
+// - keys (e, x, row): row = p + key_pair_rows * (t + key_tiles * (hk + kv_heads * b)) holds
+//   features 2 p and 2 p + 1 of key t * kAmxTile + x of key/value head hk, 0 past dk.
+// - values (e, x, row): row = p + value_pair_rows * (t + value_tiles * (hk + kv_heads * b)) holds
+//   feature t * kAmxTile + x of keys 2 p and 2 p + 1.
+// - score_tiles (x, i, t, h, b): q . k of key t * kAmxTile + x, over r_score (feature in
+//   block, block); score is its copy to memory, which PackedScore::score then reads.
+// - out_tiles (x, ii, t, kb, qb, h, b): probs_operand x values of feature t * kAmxTile + x over
+//   the key block's keys in blocks of kAmxBlock (r_out), up to the last visible one; out is its
+//   copy to memory, which block_out reads.
+struct AmxAttention {
+    Halide::Func queries, keys, values, score_tiles, score, out_tiles, out;
+    Halide::RDom r_score, r_out;
+    // dk a multiple of kAmxBlock, dv of kAmxTile: the queries' or the values' copy reads whole
+    // vectors unclamped, in a schedule's specialization on it.
+    Halide::Expr whole_query_blocks, whole_value_tiles;
+    Halide::Var x{"x"}, t{"t"}, e{"e"}, row{"row"}, f{"f"};
+};
+
 // Attention without the weights output, as FlashAttention computes it: keys in blocks of
 // key_block, each block's softmax taken against its own maximum, and the blocks combined by an
 // online (running max, running sum) rescaling. Queries are grouped in blocks of query_block so
@@ -354,6 +378,7 @@ struct FlashAttentionStage {
     // The sums of the softmax keep the unrounded probabilities, as FlashAttention's do.
     Halide::Func probs_operand;
     Halide::Func state;  // (c, ii, qb, h, b) -> {acc, running max, running sum}
+    AmxAttention amx;    // defined (amx.score_tiles) where the products run in AMX tiles
     Halide::Func out;    // (c, i, h, b)
     Halide::Var j{"j"}, i{"i"}, c{"c"}, d{"d"}, h{"h"}, b{"b"}, u{"u"}, kb{"kb"}, jj{"jj"};
     Halide::Var ii{"ii"}, qb{"qb"};
@@ -371,13 +396,26 @@ struct FlashAttentionStage {
 // and shared memory take the constant sizes. value_tile: as define_packed_score's (the CPU's
 // schedule_cpu.h: cpu_value_tile), for float32 products without fixed_blocks. float_operand:
 // as define_packed_score's, with the probabilities rounded likewise (probs_operand).
+// amx_kv_heads, defined for bfloat16 products in pairs (not float_operand), takes the two
+// products in AMX tiles (AmxAttention) over that many key/value heads; key_block is then a
+// multiple of kAmxBlock, and the blocks shrink to multiples of it.
 FlashAttentionStage define_flash_attention(
     const Halide::Func &q, const Halide::Func &k, const Halide::Func &v, const Halide::Expr &dk,
     const Halide::Expr &dv, const Halide::Expr &q_len, const Halide::Expr &kv_len,
     const Halide::Expr &group, const Halide::Expr &scale, const MaskInputs &mask,
     const Halide::Expr &query_block, int key_block, bool fixed_blocks = false,
     const Halide::Type &products = Halide::Float(32), int value_tile = 0,
-    bool float_operand = false, const Halide::Expr &values_strided = Halide::Expr());
+    bool float_operand = false, const Halide::Expr &values_strided = Halide::Expr(),
+    const Halide::Expr &amx_kv_heads = Halide::Expr());
+
+// The two halves of AmxAttention (stages_flash_amx.cpp), for define_flash_attention: the score
+// (a.packed.score is replaced) and then, once a.probs_operand exists, a.block_out.
+void define_amx_score(FlashAttentionStage &a, const Halide::Func &q, const Halide::Expr &dk,
+                      const Halide::Expr &q_len, const Halide::Expr &kv_heads,
+                      const Halide::Expr &key_tiles);
+void define_amx_block_out(FlashAttentionStage &a, const Halide::Func &v, const Halide::Expr &dv,
+                          const Halide::Expr &kv_len, const Halide::Expr &kv_heads,
+                          const Halide::Expr &key_pairs, const Halide::Expr &last_key_in_block);
 
 // Attention of a few queries over a KV cache, as decoding runs it (stages_decode.cpp): the
 // queries that share a key/value head are the rows of one problem, the cached keys are split

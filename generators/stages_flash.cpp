@@ -16,10 +16,18 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
                                            const MaskInputs &mask, const Expr &query_block,
                                            int key_block, bool fixed_blocks, const Type &products,
                                            int value_tile, bool float_operand,
-                                           const Expr &values_strided) {
-    if (key_block <= 0 || key_block % kReductionLanes != 0) {
+                                           const Expr &values_strided, const Expr &amx_kv_heads) {
+    const bool amx = amx_kv_heads.defined();
+    // AMX's products reduce whole blocks of kAmxBlock keys.
+    const int key_multiple = amx ? kAmxBlock : kReductionLanes;
+    if (key_block <= 0 || key_block % key_multiple != 0) {
         throw CompileError("flash attention needs key_block a positive multiple of " +
-                           std::to_string(kReductionLanes) + "; got " + std::to_string(key_block));
+                           std::to_string(key_multiple) + "; got " + std::to_string(key_block));
+    }
+    if (amx && (products != BFloat(16) || float_operand || fixed_blocks)) {
+        throw CompileError(
+            "flash attention in AMX tiles takes bfloat16 products in pairs and "
+            "blocks that shrink to the call");
     }
     FlashAttentionStage a;
     // Blocks shrink to the problem: a call with 10 queries and 20 keys computes a 10 x 32
@@ -27,9 +35,8 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     // blocks, about 2 ms with these).
     const Expr qblock = fixed_blocks ? query_block : min(query_block, q_len);
     const Expr kblock =
-        fixed_blocks
-            ? Expr(key_block)
-            : min(key_block, (kv_len + (kReductionLanes - 1)) / kReductionLanes * kReductionLanes);
+        fixed_blocks ? Expr(key_block)
+                     : min(key_block, (kv_len + (key_multiple - 1)) / key_multiple * key_multiple);
     a.query_block = qblock;
     a.mask = mask;
     a.key_block = kblock;
@@ -42,6 +49,8 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len, group, products,
                                    !fixed_blocks && (products == Float(32) || float_operand),
                                    value_tile, float_operand, values_strided);
+    const Expr num_blocks = (kv_len + (kblock - 1)) / kblock;
+    if (amx) define_amx_score(a, q, dk, q_len, amx_kv_heads, num_blocks * (kblock / kAmxTile));
     const MaskedLogits logits = define_masked_logits(a.packed.score, scale, mask, q_len, kv_len);
     const Expr lowest = logits.masked_value;
     const Expr key = kb * kblock + jj;
@@ -68,7 +77,6 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     // select of limits, each step kept an `if`, and LLVM spilled the probs x values
     // accumulators to the stack around it: 1.5x the time).
     const Expr last_key = min(last_row + causal_key_offset(mask, q_len, kv_len), kv_len - 1);
-    const Expr num_blocks = (kv_len + (kblock - 1)) / kblock;
     a.r_blocks = RDom(0, num_blocks, "r_blocks");
     a.r_blocks.where(a.r_blocks * kblock <= last_key);
     // Within a visited block, the reductions below stop at the same limit: the block that
@@ -117,9 +125,14 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
 
     a.block_out = Func("block_out");
     if (a.packed.paired) {
-        // Pairs of keys (kblock is even): the pair that holds the last visible key is the last.
         a.probs_operand = Func("probs_operand");
         a.probs_operand(jj, kb, ii, qb, h, b) = cast(products, a.block_probs(jj, kb, ii, qb, h, b));
+    }
+    if (amx) {
+        define_amx_block_out(a, v, dv, kv_len, amx_kv_heads, num_blocks * (kblock / 2),
+                             last_key_in_block);
+    } else if (a.packed.paired) {
+        // Pairs of keys (kblock is even): the pair that holds the last visible key is the last.
         a.r_block_keys = RDom(0, 2, 0, kblock / 2, "r_block_keys");
         a.r_block_keys.where(2 * a.r_block_keys.y <= last_key_in_block);
         const Expr pair = a.r_block_keys.y, e = a.r_block_keys.x;

@@ -97,6 +97,23 @@ TEST_P(HalfPrecision, FlashForwardPastOneKeyBlock) {
         .Test();
 }
 
+// Sizes on either side of the AMX kernel's tiles (16 rows, 16 columns) and blocks (32 features
+// or keys), which the bfloat16 forward's AMX variant computes whole (stages.h: AmxAttention):
+// head sizes 31-33 and 63-65, value heads of 15-17 features, queries and keys 15-17 and 31-33,
+// a key block's last tile causal-trimmed, grouped heads.
+TEST_P(HalfPrecision, SizesAtTheAmxTileEdges) {
+    for (const auto &[head_dim, v_head_dim] :
+         std::vector<std::pair<int, int>>{{31, 15}, {32, 16}, {33, 17}, {63, 65}, {65, 64}}) {
+        for (const auto &[q_len, kv_len] :
+             std::vector<std::pair<int, int>>{{15, 17}, {16, 16}, {17, 33}, {33, 31}}) {
+            MhaTester t = Model(48, 2);
+            t.head_dim(head_dim).v_head_dim(v_head_dim).num_kv_heads(1).batch(2);
+            t.q_len(q_len).kv_len(kv_len).with_weights(false).Test();
+            t.causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT).Test();
+        }
+    }
+}
+
 TEST_P(HalfPrecision, GroupedHeadsRotaryAndValueHeadSize) {
     CheckGroupedHeadsRotaryAndValueHeadSize(MhaTester().precision(GetParam()));
 }

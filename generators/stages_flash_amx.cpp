@@ -1,0 +1,102 @@
+// define_amx_score and define_amx_block_out (declared and described in stages.h: AmxAttention).
+#include "stages.h"
+
+namespace attngen {
+
+using namespace Halide;
+
+namespace {
+
+// kv_heads key/value heads of `tiles` runs of `pair_rows` rows each: the run of row `row`
+// is (tile, key/value head, item).
+struct TileRun {
+    Expr pair, tile, head, item;
+};
+TileRun tile_run(const Expr &row, const Expr &pair_rows, const Expr &tiles, const Expr &kv_heads) {
+    const Expr run = row / pair_rows, heads = run / tiles;
+    return {row % pair_rows, run % tiles, heads % kv_heads, heads / kv_heads};
+}
+
+// The first row of the run of tile t of query head h's key/value head in item b.
+Expr run_start(const Expr &t, const Expr &h, const Expr &b, const Expr &pair_rows,
+               const Expr &tiles, const Expr &group, const Expr &kv_heads) {
+    return pair_rows * (t + tiles * (h / group + kv_heads * b));
+}
+
+}  // namespace
+
+void define_amx_score(FlashAttentionStage &a, const Func &q, const Expr &dk, const Expr &q_len,
+                      const Expr &kv_heads, const Expr &key_tiles) {
+    AmxAttention &m = a.amx;
+    const Var &x = m.x, &t = m.t, &e = m.e, &f = m.f;
+    Var i("i"), j("j"), h("h"), b("b");
+    const Type bf16 = BFloat(16);
+    const Expr zero = cast(bf16, 0.0f);
+    const Expr blocks = (dk + (kAmxBlock - 1)) / kAmxBlock;
+    const Expr pair_rows = blocks * (kAmxBlock / 2);
+    // A head of whole blocks reads its features as they are, so that a specialization on
+    // m.whole_query_blocks loads them as vectors (clamped, each vector was 32 scalar loads).
+    m.whole_query_blocks = dk % kAmxBlock == 0;
+    const Expr row = clamp(i, 0, q_len - 1);
+    m.queries = Func("amx_queries");
+    m.queries(f, i, h, b) = cast(bf16, select(m.whole_query_blocks, q(f, row, h, b),
+                                              select(f < dk, q(min(f, dk - 1), row, h, b), 0.0f)));
+    const TileRun run = tile_run(m.row, pair_rows, key_tiles, kv_heads);
+    const Expr feature = 2 * run.pair + e;
+    m.keys = Func("amx_keys");
+    m.keys(e, x, m.row) =
+        select(feature < dk,
+               cast(bf16, a.packed.k_transposed(run.tile * kAmxTile + x, min(feature, dk - 1),
+                                                run.head, run.item)),
+               zero);
+    m.r_score = RDom(0, kAmxBlock, 0, blocks, "r_amx_score");
+    const RVar &in_block = m.r_score.x;
+    const Expr f_r = m.r_score.y * kAmxBlock + in_block;
+    m.score_tiles = Func("amx_score_tiles");
+    m.score_tiles(x, i, t, h, b) = 0.0f;
+    m.score_tiles(x, i, t, h, b) +=
+        cast<float>(m.queries(f_r, i, h, b)) *
+        cast<float>(
+            m.keys(in_block % 2, x,
+                   f_r / 2 + run_start(t, h, b, pair_rows, key_tiles, a.packed.group, kv_heads)));
+    m.score = Func("amx_score");
+    m.score(x, i, t, h, b) = m.score_tiles(x, i, t, h, b);
+    a.packed.score = Func("score");
+    a.packed.score(j, i, h, b) = m.score(j % kAmxTile, i, j / kAmxTile, h, b);
+}
+
+void define_amx_block_out(FlashAttentionStage &a, const Func &v, const Expr &dv, const Expr &kv_len,
+                          const Expr &kv_heads, const Expr &key_pairs,
+                          const Expr &last_key_in_block) {
+    AmxAttention &m = a.amx;
+    const Var &x = m.x, &t = m.t, &e = m.e, &row = m.row;
+    const Var &c = a.c, &kb = a.kb, &ii = a.ii, &qb = a.qb, &h = a.h, &b = a.b;
+    const Expr value_tiles = (dv + (kAmxTile - 1)) / kAmxTile;
+    const TileRun run = tile_run(row, key_pairs, value_tiles, kv_heads);
+    // As the queries (m.whole_value_tiles): whole tiles read their features unclamped.
+    m.whole_value_tiles = dv % kAmxTile == 0;
+    const Expr feature = run.tile * kAmxTile + x, key = min(2 * run.pair + e, kv_len - 1);
+    m.values = Func("amx_values");
+    m.values(e, x, row) =
+        cast(BFloat(16), select(m.whole_value_tiles, v(feature, key, run.head, run.item),
+                                v(min(feature, dv - 1), key, run.head, run.item)));
+    // Whole blocks of kAmxBlock keys up to the one that holds the last visible key: the keys
+    // past it in that block have probability 0.
+    m.r_out = RDom(0, kAmxBlock, 0, a.key_block / kAmxBlock, "r_amx_out");
+    m.r_out.where(m.r_out.y * kAmxBlock <= last_key_in_block);
+    const RVar &in_block = m.r_out.x;
+    const Expr block_key = m.r_out.y * kAmxBlock + in_block;
+    m.out_tiles = Func("amx_out_tiles");
+    m.out_tiles(x, ii, t, kb, qb, h, b) = 0.0f;
+    m.out_tiles(x, ii, t, kb, qb, h, b) +=
+        cast<float>(a.probs_operand(block_key, kb, ii, qb, h, b)) *
+        cast<float>(
+            m.values(in_block % 2, x,
+                     block_key / 2 + kb * (a.key_block / 2) +
+                         run_start(t, h, b, key_pairs, value_tiles, a.packed.group, kv_heads)));
+    m.out = Func("amx_out");
+    m.out(x, ii, t, kb, qb, h, b) = m.out_tiles(x, ii, t, kb, qb, h, b);
+    a.block_out(c, kb, ii, qb, h, b) = m.out(c % kAmxTile, ii, c / kAmxTile, kb, qb, h, b);
+}
+
+}  // namespace attngen
