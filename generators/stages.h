@@ -335,10 +335,12 @@ AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, co
 // (pair element e, column x in its tile, pair row) buffer whose rows run over every tile of every
 // head, so that a tile's index is (pair row within the tile's run + the run's first row).
 // - queries (f, i, h, b): bfloat16, 0 past dk and to the next multiple of kAmxBlock features.
-// - keys (e, x, row): row = p + key_pair_rows * (t + key_tiles * (hk + kv_heads * b)) holds
-//   features 2 p and 2 p + 1 of key t * kAmxTile + x of key/value head hk, 0 past dk.
-// - values (e, x, row): row = p + value_pair_rows * (t + value_tiles * (hk + kv_heads * b)) holds
-//   feature t * kAmxTile + x of keys 2 p and 2 p + 1.
+// - keys (e, x, row): row = p + feature_pairs * (t + key_tiles * (hk + kv_heads * b)) holds
+//   features 2 p + e of key t * kAmxTile + x of key/value head hk, 0 past dk; feature_pairs is
+//   dk rounded up to kAmxBlock, halved, and key_tiles the key blocks' keys over kAmxTile.
+// - values (e, x, row): row = p + key_pairs * (t + value_tiles * (hk + kv_heads * b)) holds
+//   feature t * kAmxTile + x of key 2 p + e; key_pairs is the key blocks' keys, halved, and
+//   value_tiles dv over kAmxTile, rounded up.
 // - score_tiles (x, i, t, h, b): q . k of key t * kAmxTile + x, over r_score (feature in
 //   block, block); score is its copy to memory, which PackedScore::score then reads.
 // - out_tiles (x, ii, t, kb, qb, h, b): probs_operand x values of feature t * kAmxTile + x over

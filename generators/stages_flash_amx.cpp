@@ -7,8 +7,9 @@ using namespace Halide;
 
 namespace {
 
-// kv_heads key/value heads of `tiles` runs of `pair_rows` rows each: the run of row `row`
-// is (tile, key/value head, item).
+// The coordinates of tile row `row` (AmxAttention's keys and values): rows run over (pair,
+// tile, key/value head, item), pair innermost, `pair_rows` pairs per tile and `tiles` tiles
+// per head.
 struct TileRun {
     Expr pair, tile, head, item;
 };
