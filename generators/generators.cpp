@@ -115,23 +115,49 @@ class AttngenGenerator : public Generator<T> {
         return Func(input);
     }
 
-    // Packed projection weights as the algorithm reads them. GPU projections load a thread's 4
-    // weights of one input feature in one 16-byte load (schedule_projection_gpu), which Halide
-    // emits only where it can prove the alignment: packed weights start a device allocation and
-    // their rows are a multiple of kWeightPadding elements (runtime/packed_projection.h).
-    // The weights come in panels of kWeightPadding outputs (layout.h): the view below gives
-    // them to define_projection as (stored column, stored row).
+    // Whether the weights are bfloat16 pairs (layout.h, weights_in_pairs).
+    bool weights_in_pairs() const {
+        return attngen::weights_in_pairs(
+            storage_type(static_cast<const T *>(this)->precision) == BFloat(16),
+            this->get_target().has_gpu_feature());
+    }
+
+    // Rows of stored weights of a projection of in_features input features.
+    Expr stored_weight_rows(const Expr &in_features) const {
+        return weights_in_pairs() ? (in_features + 1) / kWeightPairs : in_features;
+    }
+
+    // Packed projection weights as the algorithm reads them: the 3-D buffer (pair element,
+    // output in panel, row + rows * panel) of layout.h, seen as (stored column, stored row).
+    // Its strides are fixed to the packing's, so that a panel row is one dense vector and a
+    // GPU projection's 4 weights of one input feature one 16-byte load (schedule_projection_gpu,
+    // which Halide emits only where it can prove the alignment: packed weights start a device
+    // allocation). But AMX tile products find a weight tile's 16 rows of 64 bytes only where
+    // the rows' stride is not a constant as wide as a row: weights that `amx` reads (AmxPath)
+    // keep their strides free.
     template <typename InputBuffer>
-    Func packed_weights(InputBuffer &w) {
-        const Type storage = storage_type(static_cast<T *>(this)->precision);
-        if (this->get_target().has_gpu_feature() && !this->using_autoscheduler()) {
-            w.set_host_alignment(16);
-            w.dim(0).set_min(0);
-            w.dim(1).set_stride((w.dim(1).stride() / kWeightPadding) * kWeightPadding);
+    Func packed_weights(InputBuffer &w, const Expr &in_features, const AmxPath &amx = {}) {
+        const bool pairs = weights_in_pairs();
+        if (!this->using_autoscheduler() && !amx.stored.defined()) {
+            const int elements = pairs ? kWeightPairs : 1;
+            w.dim(1).set_stride(elements);
+            w.dim(2).set_stride(weight_panel_columns(pairs));
+            if (this->get_target().has_gpu_feature()) {
+                w.set_host_alignment(16);
+                w.dim(0).set_min(0);
+            }
         }
-        return weight_panel_view(bounded(w),
-                                 weight_panel_columns(weights_in_pairs(
-                                     storage == BFloat(16), this->get_target().has_gpu_feature())));
+        return weight_panel_view(bounded(w), stored_weight_rows(in_features), pairs);
+    }
+
+    // Autoscheduler estimates of a packed weight of in x out features (its 3-D buffer above).
+    template <typename InputBuffer>
+    void set_weight_estimates(InputBuffer &w, int in, int out) const {
+        const bool pairs = weights_in_pairs();
+        const int elements = pairs ? kWeightPairs : 1, outputs = weight_panel_outputs(pairs);
+        const int rows = pairs ? (in + 1) / kWeightPairs : in;
+        w.set_estimates(
+            {{0, elements}, {0, outputs}, {0, rows * round_up(out, kWeightPadding) / outputs}});
     }
 
     // GPU projections of a few rows (decoding) get a second algorithm, a schedule of their own
@@ -165,13 +191,13 @@ class AttngenGenerator : public Generator<T> {
     // (2 threads), 1.3-1.8 TFLOP/s stand-alone at bert's sizes, 0.6 at 4096 input features,
     // against a float32 FMA peak of 393 GFLOP/s (bench/RESULTS.md).
     template <typename InputBuffer>
-    AmxPath amx_path(const InputBuffer &w) const {
+    AmxPath amx_path(const InputBuffer &w, const Expr &in_features) const {
         const Target t = this->get_target();
         if (storage_type(static_cast<const T *>(this)->precision) != BFloat(16) ||
             t.has_gpu_feature() || this->using_autoscheduler() || !uses_amx(t)) {
             return {};
         }
-        return {bounded(w)};
+        return {bounded(w), stored_weight_rows(in_features)};
     }
 
     // CPU projections of many rows over few enough input features get a copy of their
@@ -387,11 +413,11 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
     Input<Buffer<float, 3>> query{"query"};  // (d_model, q_len, batch)
     Input<Buffer<float, 3>> key{"key"};      // (kdim, kv_len, batch)
     Input<Buffer<float, 3>> value{"value"};  // (vdim, kv_len, batch)
-    // Projection weights transposed and padded (layout.h): wq_t (padded H*hd, d_model),
-    // wk_t (padded Hkv*hd, kdim), wv_t (padded Hkv*vhd, vdim), wo_t (padded d_model, H*vhd),
-    // of the precision's type.
-    Input<Buffer<void, 2>> wq_t{"wq_t"}, wk_t{"wk_t"}, wv_t{"wv_t"};
-    Input<Buffer<void, 2>> wo_t{"wo_t"};
+    // Projection weights transposed, padded and packed in panels (layout.h): wq_t of padded
+    // H*hd outputs over d_model inputs, wk_t padded Hkv*hd over kdim, wv_t padded Hkv*vhd over
+    // vdim, wo_t padded d_model over H*vhd, of the precision's type.
+    Input<Buffer<void, 3>> wq_t{"wq_t"}, wk_t{"wk_t"}, wv_t{"wv_t"};
+    Input<Buffer<void, 3>> wo_t{"wo_t"};
     Input<Buffer<float, 1>> bq{"bq"}, bk{"bk"}, bv{"bv"}, bo{"bo"};
     Input<int> num_heads{"num_heads", 1, 1, 1 << 16};
     Input<int> head_dim{"head_dim", 64, 1, 1 << 16};
@@ -423,21 +449,25 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
 
         const Expr batch = query.dim(2).extent();
         const Expr q_rows = q_len * batch, kv_rows = kv_len * batch;
-        const bool amx = amx_path(wq_t).stored.defined();
+        const Expr q_in = query.dim(0).extent(), k_in = key.dim(0).extent();
+        const Expr v_in = value.dim(0).extent(), o_in = v_head_dim * heads;
+        const AmxPath amx_q = amx_path(wq_t, q_in), amx_k = amx_path(wk_t, k_in);
+        const AmxPath amx_v = amx_path(wv_t, v_in), amx_o = amx_path(wo_t, o_in);
+        const bool amx = amx_q.stored.defined();
         const DirectPath direct = amx ? DirectPath{} : direct_path();
         const bool float_x = !amx && float_operand();
         ProjectionStage pq = define_projection(
-            "q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1, q_rows,
-            bq.dim(0).extent(), packed_weights(wq_t), bounded(bq), storage_type(precision),
-            few_rows_path(), direct, float_x, staged_path(), amx_path(wq_t));
+            "q_proj", as_rows(bounded(query), q_len), q_in, 1, q_rows, bq.dim(0).extent(),
+            packed_weights(wq_t, q_in, amx_q), bounded(bq), storage_type(precision),
+            few_rows_path(), direct, float_x, staged_path(), amx_q);
         ProjectionStage pk = define_projection(
-            "k_proj", as_rows(bounded(key), kv_len), key.dim(0).extent(), 1, kv_rows,
-            bk.dim(0).extent(), packed_weights(wk_t), bounded(bk), storage_type(precision),
-            few_rows_path(), direct, float_x, staged_path(), amx_path(wk_t));
+            "k_proj", as_rows(bounded(key), kv_len), k_in, 1, kv_rows, bk.dim(0).extent(),
+            packed_weights(wk_t, k_in, amx_k), bounded(bk), storage_type(precision),
+            few_rows_path(), direct, float_x, staged_path(), amx_k);
         ProjectionStage pv = define_projection(
-            "v_proj", as_rows(bounded(value), kv_len), value.dim(0).extent(), 1, kv_rows,
-            bv.dim(0).extent(), packed_weights(wv_t), bounded(bv), storage_type(precision),
-            few_rows_path(), direct, float_x, staged_path(), amx_path(wv_t));
+            "v_proj", as_rows(bounded(value), kv_len), v_in, 1, kv_rows, bv.dim(0).extent(),
+            packed_weights(wv_t, v_in, amx_v), bounded(bv), storage_type(precision),
+            few_rows_path(), direct, float_x, staged_path(), amx_v);
         Func qh = split_heads("q_heads", pq.result, hd, q_len);
         Func kh = split_heads("k_heads", pk.result, hd, kv_len);
         Func vh = split_heads("v_heads", pv.result, v_head_dim, kv_len);
@@ -465,10 +495,10 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         Func merged("merged_heads");
         Var d("d"), g("g"), n("n");
         merged(d, g, n) = attention_out(d, n % q_len, g, n / q_len);
-        ProjectionStage po =
-            define_projection("out_proj", merged, v_head_dim, heads, q_rows, bo.dim(0).extent(),
-                              packed_weights(wo_t), bounded(bo), storage_type(precision),
-                              few_rows_path(), direct, float_x, staged_path(), amx_path(wo_t));
+        ProjectionStage po = define_projection(
+            "out_proj", merged, v_head_dim, heads, q_rows, bo.dim(0).extent(),
+            packed_weights(wo_t, o_in, amx_o), bounded(bo), storage_type(precision),
+            few_rows_path(), direct, float_x, staged_path(), amx_o);
         output = po.result;
         // Its GPU schedule's wide weight loads need tiles at multiples of 4 features
         // (ProjectionResult::Output); attngen's runtime passes every output from feature 0.
@@ -505,8 +535,8 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         for (auto *x : {&query, &key, &value}) {
             x->set_estimates({{0, kEstModel}, {0, kEstLen}, {0, kEstBatch}});
         }
-        for (auto *w : {&wq_t, &wk_t, &wv_t}) w->set_estimates({{0, padded}, {0, kEstModel}});
-        wo_t.set_estimates({{0, round_up(kEstModel, kWeightPadding)}, {0, inner}});
+        for (auto *w : {&wq_t, &wk_t, &wv_t}) set_weight_estimates(*w, kEstModel, inner);
+        set_weight_estimates(wo_t, inner, kEstModel);
         for (auto *bias : {&bq, &bk, &bv}) bias->set_estimates({{0, padded}});
         bo.set_estimates({{0, round_up(kEstModel, kWeightPadding)}});
         // Estimates must agree with fixed sizes, or the requirement fails while planning.
@@ -589,7 +619,7 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
 
     Input<Buffer<float, 3>> key{"key"};                 // (kdim, len, batch)
     Input<Buffer<float, 3>> value{"value"};             // (vdim, len, batch)
-    Input<Buffer<void, 2>> wk_t{"wk_t"}, wv_t{"wv_t"};  // padded, as the fused forward's
+    Input<Buffer<void, 3>> wk_t{"wk_t"}, wv_t{"wv_t"};  // padded, as the fused forward's
     Input<Buffer<float, 1>> bk{"bk"}, bv{"bv"};
     Input<int> head_dim{"head_dim", 64, 1, 1 << 16};
     Input<int> v_head_dim{"v_head_dim", 64, 1, 1 << 16};
@@ -613,12 +643,12 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
         const Expr len = key.dim(1).extent(), batch = key.dim(2).extent();
         ProjectionStage pk = define_projection(
             "k_proj", as_rows(bounded(key), len), key.dim(0).extent(), 1, len * batch,
-            bk.dim(0).extent(), packed_weights(wk_t), bounded(bk), storage_type(precision),
-            few_rows_path(), DirectPath{}, float_operand(), staged_path());
+            bk.dim(0).extent(), packed_weights(wk_t, key.dim(0).extent()), bounded(bk),
+            storage_type(precision), few_rows_path(), DirectPath{}, float_operand(), staged_path());
         ProjectionStage pv = define_projection(
             "v_proj", as_rows(bounded(value), len), value.dim(0).extent(), 1, len * batch,
-            bv.dim(0).extent(), packed_weights(wv_t), bounded(bv), storage_type(precision),
-            few_rows_path(), DirectPath{}, float_operand(), staged_path());
+            bv.dim(0).extent(), packed_weights(wv_t, value.dim(0).extent()), bounded(bv),
+            storage_type(precision), few_rows_path(), DirectPath{}, float_operand(), staged_path());
         Func kh = split_heads("k_heads", pk.result, head_dim, len);
         Func vh = split_heads("v_heads", pv.result, v_head_dim, len);
         Var l("l"), d("d"), c("c"), hk("hk"), b("b");
@@ -633,7 +663,7 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
 
         key.set_estimates({{0, kEstModel}, {0, 1}, {0, 8}});
         value.set_estimates({{0, kEstModel}, {0, 1}, {0, 8}});
-        for (auto *w : {&wk_t, &wv_t}) w->set_estimates({{0, kEstModel}, {0, kEstModel}});
+        for (auto *w : {&wk_t, &wv_t}) set_weight_estimates(*w, kEstModel, kEstModel);
         for (auto *bias : {&bk, &bv}) bias->set_estimates({{0, kEstModel}});
         head_dim.set_estimate(kEstHeadDim);
         v_head_dim.set_estimate(kEstHeadDim);
@@ -761,7 +791,7 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
     Input<Buffer<float, 3>> query{"query"};  // (d_model, q_len, batch)
     // Weights and cache in the precision's type; the attention widens the cached keys and
     // values to float32 and multiplies them by float32 queries and probabilities.
-    Input<Buffer<void, 2>> wq_t{"wq_t"}, wo_t{"wo_t"};
+    Input<Buffer<void, 3>> wq_t{"wq_t"}, wo_t{"wo_t"};
     Input<Buffer<float, 1>> bq{"bq"}, bo{"bo"};
     // (kCacheKeyBlock, head_dim, blocks, kv_heads, max_batch): position p is (p % block, p / block)
     Input<Buffer<void, 5>> k_cache{"k_cache"};
@@ -791,8 +821,8 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         const Expr q_len = query.dim(1).extent(), batch = query.dim(2).extent();
         ProjectionStage pq = define_projection(
             "q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1, q_len * batch,
-            bq.dim(0).extent(), packed_weights(wq_t), bounded(bq), storage_type(precision),
-            few_rows_path(), DirectPath{}, float_operand(), staged_path());
+            bq.dim(0).extent(), packed_weights(wq_t, query.dim(0).extent()), bounded(bq),
+            storage_type(precision), few_rows_path(), DirectPath{}, float_operand(), staged_path());
         Func qh = split_heads("q_heads", pq.result, head_dim, q_len);
         Var l("l"), b("b");
         const Func n = bounded(lengths);
@@ -820,16 +850,16 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         merged(d, g, row) = attention_out(d, row % q_len, g, row / q_len);
         ProjectionStage po = define_projection(
             "out_proj", merged, v_head_dim, num_heads, q_len * batch, bo.dim(0).extent(),
-            packed_weights(wo_t), bounded(bo), storage_type(precision), few_rows_path(),
-            DirectPath{}, float_operand(), staged_path());
+            packed_weights(wo_t, v_head_dim * num_heads), bounded(bo), storage_type(precision),
+            few_rows_path(), DirectPath{}, float_operand(), staged_path());
         output = po.result;
         // Its GPU schedule's wide weight loads need tiles at multiples of 4 features
         // (ProjectionResult::Output); attngen's runtime passes every output from feature 0.
         if (get_target().has_gpu_feature()) output.dim(0).set_min(0);
 
         query.set_estimates({{0, kEstModel}, {0, 1}, {0, 1}});
-        wq_t.set_estimates({{0, kEstModel}, {0, kEstModel}});
-        wo_t.set_estimates({{0, kEstModel}, {0, kEstModel}});
+        set_weight_estimates(wq_t, kEstModel, kEstModel);
+        set_weight_estimates(wo_t, kEstModel, kEstModel);
         bq.set_estimates({{0, kEstModel}});
         bo.set_estimates({{0, kEstModel}});
         set_cache_estimates(k_cache, v_cache);

@@ -58,14 +58,30 @@ constexpr bool float16_bits_by_instruction(bool cuda) {
 }
 
 // Stored weights (columns o, or 2 o + f % 2 for bfloat16 pairs; rows f, or f / 2) are laid out
-// in panels of kWeightPadding outputs: panel by panel, and within a panel row by row, so that a
-// register tile's panel is one contiguous run of memory, read front to back. Element (column,
-// row) is at panel_columns * (rows * (column / panel_columns) + row) + column % panel_columns.
-// As [in, out] rows, each step of a tile read a new weight row (3 to 16 KiB away), and the
-// projections copied each block of a panel together first (8-15% of their samples in perf).
-constexpr int weight_panel_columns(bool bfloat16_pairs) {
-    return bfloat16_pairs ? kWeightPairs * kWeightPadding : kWeightPadding;
+// in panels of weight_panel_outputs outputs: panel by panel, and within a panel row by row, so
+// that a register tile's panel is one contiguous run of memory, read front to back. Element
+// (column, row) is at panel_columns * (rows * (column / panel_columns) + row) + column %
+// panel_columns. As [in, out] rows, each step of a tile read a new weight row (3 to 16 KiB away),
+// and the projections copied each block of a panel together first (8-15% of their samples in
+// perf). The kernels take them as a 3-D buffer (pair element, output in panel, row + rows *
+// panel), the pair element's extent 1 where there are no pairs.
+//
+// Bfloat16 pairs come in panels of 16 outputs, one AMX tile's columns (a 64-byte row): the AMX
+// variant's tile products then read each tile in place, one contiguous KiB per 32 features
+// (generators/stages.h, AmxPath). Stand-alone, 2 threads, Intel Xeon with AMX (bench/
+// cpu_experiments/amx_projection.cpp): copied into tiles every call from panels of 64 outputs,
+// the projections ran at 0.8-1.9 TFLOP/s; read in place from panels of 64, 1.1-1.7; from panels
+// of 16, 1.5-2.3. The bfloat16 forward in the AMX variant, against the copy: 0.93-1.21x by shape
+// (bench/RESULTS.md); the AVX512-BF16 variant's register tiles, which now read 4 panels a row,
+// 0.97-0.99x, its decoding 1.06-1.15x.
+constexpr int kPairPanelOutputs = 16;
+constexpr int weight_panel_outputs(bool bfloat16_pairs) {
+    return bfloat16_pairs ? kPairPanelOutputs : kWeightPadding;
 }
+constexpr int weight_panel_columns(bool bfloat16_pairs) {
+    return bfloat16_pairs ? kWeightPairs * kPairPanelOutputs : kWeightPadding;
+}
+static_assert(kWeightPadding % kPairPanelOutputs == 0, "panels tile the padded outputs");
 
 // The GPU schedule's projection blocks (kWeightPadding features, register tiles of 4 inside
 // them, guarded at the edge) get a loose bound from Halide's interval analysis: up to one block

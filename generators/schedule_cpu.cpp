@@ -697,25 +697,17 @@ constexpr int kAmxPackingRowsPerTask = 1024;
 // up to kAmxTaskRows rows; its tiles walk the outputs inside each tile of rows, so that the
 // task's weights (kAmxTaskOutputs x in bfloat16, 192 KiB for 768 features) stay in L2 and
 // each tile of rows is read from L1 by all of them. Stand-alone (bench/cpu_experiments/
-// amx_projection.cpp, 2 threads, Intel Xeon with AMX, 512 x 768 x 2304, weights read in tiles
-// of their own layout): tasks of 128 outputs 1.9-2.0 TFLOP/s, the row tiles outside the outputs
-// 0.72; with the copy into tiles each call, 1.37.
+// amx_projection.cpp, 2 threads, Intel Xeon with AMX, 512 x 768 x 2304, weights read in place
+// from panels one tile wide): tasks of 128 outputs 1.9-2.0 TFLOP/s, the row tiles outside the
+// outputs 0.72; with the weights copied into tiles each call, 1.37.
 void schedule_projection_amx(ProjectionStage &p, const Expr &output_features) {
-    constexpr int kAmxTaskOutputs = 128, kAmxTaskRows = 512, kAmxWeightRowsPerTask = 256;
+    constexpr int kAmxTaskOutputs = 128, kAmxTaskRows = 512;
     const int vec = kAmxTile;
     const Var &n = p.n, &o = p.o;
     Var f = p.amx_operand.args()[0], m = p.amx_operand.args()[1];
     p.amx_operand.compute_root()
         .vectorize(f, vec, TailStrategy::GuardWithIf)
         .parallel(m, kOperandRowsPerTask, TailStrategy::GuardWithIf);
-    // One tile's pair row (kAmxTile pairs, 64 bytes) per vector.
-    const std::vector<Var> w = p.amx_weights.args();
-    p.amx_weights.compute_root()
-        .bound(w[0], 0, kWeightPairs)
-        .bound(w[1], 0, kAmxTile)
-        .vectorize(w[0])
-        .vectorize(w[1])
-        .parallel(w[2], kAmxWeightRowsPerTask, TailStrategy::GuardWithIf);
     const Expr padded_features = ceil_div(p.out_features, kWeightPadding) * kWeightPadding;
     p.result.bound(o, 0, output_features.defined() ? output_features : padded_features);
     Var oo("oo"), oi("oi"), nb("nb"), ni("ni"), task("task");

@@ -25,34 +25,26 @@ std::string type_name(const Type &t) {
 }
 
 // ProjectionStage::amx_tiles and the rest of the AMX path, over p's bfloat16 operand.
-void define_amx_sums(ProjectionStage &p, const Func &stored, const std::string &name) {
-    const Var &xi = p.xi, &n = p.n, &t = p.t, &o = p.o;
-    Var f("f"), m("m"), e("e"), j("j");
+void define_amx_sums(ProjectionStage &p, const AmxPath &amx, const std::string &name) {
+    const Var &xi = p.xi, &n = p.n, &t = p.t;
+    Var f("f"), m("m");
     p.amx_operand = Func(name + "_amx_operand");
     p.amx_operand(f, m) = p.operand(f, clamp(m, 0, p.rows - 1));
     const Expr blocks = p.in_features / kAmxBlock;
-    const Expr pair_rows = blocks * (kAmxBlock / kWeightPairs);
-    // Weight (2 o + e, pair row) for o = tile * kAmxTile + xi, from its panel (layout.h).
-    const int panel_columns = weight_panel_columns(true);
-    const int tiles_per_panel = kWeightPadding / kAmxTile;
-    const Expr tile = j / pair_rows, row = j % pair_rows;
-    p.amx_weights = Func(name + "_amx_weights");
-    p.amx_weights(e, xi, j) = stored((tile % tiles_per_panel) * (kWeightPairs * kAmxTile) +
-                                         kWeightPairs * xi + e + row * panel_columns,
-                                     tile / tiles_per_panel);
     p.r_amx = RDom(0, kAmxBlock, 0, blocks, name + "_r_amx");
     const Expr feature = p.r_amx.y * kAmxBlock + p.r_amx.x;
     p.amx_tiles = Func(name + "_amx_tiles");
     p.amx_tiles(xi, n, t) = 0.0f;
     p.amx_tiles(xi, n, t) += cast<float>(p.amx_operand(feature, n)) *
-                             cast<float>(p.amx_weights(p.r_amx.x % kWeightPairs, xi,
-                                                       feature / kWeightPairs + t * pair_rows));
+                             cast<float>(amx.stored(p.r_amx.x % kWeightPairs, xi,
+                                                    feature / kWeightPairs + t * amx.pair_rows));
     p.amx_out = Func(name + "_amx_out");
     p.amx_out(xi, n, t) = p.amx_tiles(xi, n, t);
     const Expr whole = blocks * kAmxBlock;
     p.r_amx_tail = RDom(whole, p.in_features - whole, name + "_r_amx_tail");
     const Expr tail = p.r_amx_tail;
     p.amx_tail = Func(name + "_amx_tail");
+    const Var &o = p.o;
     p.amx_tail(o, n) = 0.0f;
     p.amx_tail(o, n) +=
         cast<float>(p.operand(tail, clamp(n, 0, p.rows - 1))) *
@@ -209,7 +201,7 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
         if (!p.paired || float_operand || p.acc_direct.defined()) {
             throw CompileError(name + ": the AMX path takes bfloat16 pairs as its one algorithm");
         }
-        define_amx_sums(p, amx.stored, name);
+        define_amx_sums(p, amx, name);
         sum = bias(o) + p.amx_out(o % kAmxTile, n, o / kAmxTile) + p.amx_tail(o, n);
     }
     if (p.few_rows.defined()) {
@@ -224,6 +216,15 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
                            "their conditions (define_projection's StagedPath)");
     }
     return p;
+}
+
+Func weight_panel_view(const Func &stored, const Expr &stored_rows, bool pairs) {
+    const int elements = pairs ? kWeightPairs : 1, outputs = weight_panel_outputs(pairs);
+    Var column("column"), row("row");
+    Func view(stored.name() + "_columns");
+    view(column, row) = stored(column % elements, (column / elements) % outputs,
+                               row + stored_rows * (column / (elements * outputs)));
+    return view;
 }
 
 Func weight_panel_view(const Func &stored, int panel_columns) {

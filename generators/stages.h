@@ -8,6 +8,7 @@
 #include <string>
 
 #include "Halide.h"
+#include "layout.h"
 
 namespace attngen {
 
@@ -73,12 +74,11 @@ struct ProjectionStage {
     // amx_tail(o, n). amx_tiles(xi, n, t), a tile of kAmxTile outputs t * kAmxTile + xi by
     // kAmxTile rows, sums whole blocks of kAmxBlock input features (r_amx: feature in block,
     // block) in the shape Halide 21's AMX lowering matches: the tile initialised to 0, both
-    // operands loads from buffers, amx_operand the rows clamped, amx_weights (pair element e,
-    // xi, pair row + t * pair rows) the weights copied out of their panels into tiles (read in
-    // place from the panels, the lowering did not recognise the index: bench/cpu_experiments/
-    // amx_projection.cpp). amx_out is the tile's copy to memory; amx_tail the features past
-    // the last whole block (r_amx_tail, empty for a multiple).
-    Halide::Func amx_operand, amx_weights, amx_tiles, amx_out, amx_tail;
+    // operands loads from buffers, amx_operand the rows clamped, the weights read in place
+    // (AmxPath::stored, panels one tile wide: tile t is panel t). amx_out is the tile's copy to
+    // memory; amx_tail the features past the last whole block (r_amx_tail, empty for a
+    // multiple).
+    Halide::Func amx_operand, amx_tiles, amx_out, amx_tail;
     Halide::RDom r_amx, r_amx_tail;
     Halide::Var xi{"xi"}, t{"t"};
 };
@@ -113,14 +113,16 @@ struct StagedPath {
     int64_t min_outputs = 0;
 };
 // The schedule's choice of Intel AMX's tile products (tdpbf16ps) for bfloat16 weights in pairs,
-// the one algorithm then: `stored`, the weights as their buffer holds them (panels of
-// weight_panel_columns, layout.h), or undefined for none.
+// the one algorithm then: `stored`, the weights' 3-D buffer (pair element, output in panel,
+// pair row + pair_rows * panel; layout.h), whose panels are one tile wide, or undefined for none.
 struct AmxPath {
     Halide::Func stored;
+    Halide::Expr pair_rows;
 };
 // AMX's tiles: 16 rows of 16 float32 sums, over 32 bfloat16 features (16 pairs, 64 bytes).
 constexpr int kAmxTile = 16;
 constexpr int kAmxBlock = 32;
+static_assert(kPairPanelOutputs == kAmxTile, "AmxPath reads a panel of pairs as one tile");
 ProjectionStage define_projection(const std::string &name, const Halide::Func &x,
                                   const Halide::Expr &group_size, const Halide::Expr &groups,
                                   const Halide::Expr &rows, const Halide::Expr &out_features,
@@ -138,6 +140,10 @@ Halide::Expr round_operand_bits(const Halide::Expr &x, const Halide::Type &type)
 // buffer (row * panel_columns + column % panel_columns, column / panel_columns), seen as
 // (column, row), the w_t that define_projection takes.
 Halide::Func weight_panel_view(const Halide::Func &stored, int panel_columns);
+// The same seen through the fused kernels' 3-D buffer (pair element, output in panel, row +
+// stored_rows * panel) of weight_panel_outputs(pairs) outputs a panel.
+Halide::Func weight_panel_view(const Halide::Func &stored, const Halide::Expr &stored_rows,
+                               bool pairs);
 
 // A 16-bit float's bits (uint16: bfloat16 or IEEE float16 as `storage` says) as the float32 of
 // the same value, in integer arithmetic, for GPU kernels that cannot hold the format as Halide's

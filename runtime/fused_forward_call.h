@@ -24,20 +24,18 @@ namespace attngen::rt {
 // as the kernels of `device` take them (weight_element_type: some GPU kernels take the 16-bit
 // formats as their bits, uint16).
 struct ProjectionBuffers {
-    std::optional<TensorBuffer<float, 2>> float_weight;
-    std::optional<TensorBuffer<uint16_t, 2>> half_weight;
+    std::optional<TensorBuffer<float, 3>> float_weight;
+    std::optional<TensorBuffer<uint16_t, 3>> half_weight;
     TensorBuffer<float, 1> bias;
 
     explicit ProjectionBuffers(const PackedProjection &p,
                                attngen_device device = ATTNGEN_DEVICE_CPU)
         : bias(p.bias.data(), {p.padded_out}) {
         if (p.precision == ATTNGEN_PRECISION_F32) {
-            float_weight.emplace(p.weight.data(),
-                                 std::array<int32_t, 2>{p.panels(), p.panel_size()});
+            float_weight.emplace(p.weight.data(), p.kernel_shape());
         } else {
-            half_weight.emplace(p.weight_bits.data(),
-                                std::array<int32_t, 2>{p.panels(), p.panel_size()},
-                                std::array<bool, 2>{}, weight_element_type(p.precision, device));
+            half_weight.emplace(p.weight_bits.data(), p.kernel_shape(), std::array<bool, 3>{},
+                                weight_element_type(p.precision, device));
         }
     }
     halide_buffer_t *weight() { return float_weight ? float_weight->get() : half_weight->get(); }

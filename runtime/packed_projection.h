@@ -6,6 +6,7 @@
 
 #include <attngen/attngen.h>
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -24,7 +25,7 @@ struct PackedProjection {
     // On huge pages where large (huge_pages.h): a decoding step streams every weight once.
     std::vector<float, HugePageAllocator<float>> weight;  // float32, [panels, in, kWeightPadding]
     // Otherwise the bits: float16 and a GPU's bfloat16 likewise; a CPU's bfloat16 in pairs of
-    // input features, [panels, ceil(in / 2), kWeightPadding, 2], the odd count's last pair
+    // input features, [panels, ceil(in / 2), kPairPanelOutputs, 2], the odd count's last pair
     // completed with 0 (the projections reduce each pair in one lane of vdpbf16ps:
     // ProjectionStage::paired).
     std::vector<uint16_t, HugePageAllocator<uint16_t>> weight_bits;
@@ -69,9 +70,14 @@ struct PackedProjection {
     // a pair of each), as the kernels index them.
     int32_t stored_rows() const { return pairs ? (in + 1) / 2 : in; }
     int32_t stored_columns() const { return pairs ? 2 * padded_out : padded_out; }
-    // Stored in panels of kWeightPadding outputs (layout.h): the kernels take the weights as a
-    // 2-D buffer [panels, rows x panel columns].
+    // Stored in panels of weight_panel_outputs outputs (layout.h). The fused kernels take the
+    // weights as a 3-D buffer [panels x rows, panel outputs, pair elements] (kernel_shape),
+    // attngen_linear's packed form as a 2-D one [panels, rows x panel columns].
     int32_t panel_columns() const { return weight_panel_columns(pairs); }
+    std::array<int32_t, 3> kernel_shape() const {
+        const int32_t elements = pairs ? kWeightPairs : 1;
+        return {panels() * stored_rows(), panel_columns() / elements, elements};
+    }
     int32_t panels() const { return stored_columns() / panel_columns(); }
     int32_t panel_size() const { return stored_rows() * panel_columns(); }
     size_t stored_index(int32_t column, int32_t row) const {

@@ -7,6 +7,7 @@
 #include <attngen/detail/packed_projection.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -308,6 +309,30 @@ TEST(Precision, BFloat16WeightsArePairedForCpusOnly) {
     }
     // The odd count's last pair is completed with +0.
     EXPECT_EQ(cpu.weight_bits[cpu.stored_index(1, in / 2)], 0);
+}
+
+// The fused kernels' 3-D view of packed weights (PackedProjection::kernel_shape, layout.h): a
+// CPU's bfloat16 pairs in panels of one AMX tile's 16 outputs, where the AMX variant reads
+// element (e, output in panel, pair row + rows * panel) at e + 2 output + 32 (row + rows panel);
+// float32 in panels of 64 outputs.
+TEST(Precision, KernelViewOfPackedWeights) {
+    const int out = 70, in = 33;
+    std::vector<float> w(size_t(out) * in);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i % 251) - 125);  // exact in bfloat16
+    attngen::rt::PackedProjection pairs, f32;
+    pairs.pack(w.data(), nullptr, out, in, ATTNGEN_DEVICE_CPU, ATTNGEN_PRECISION_BF16);
+    f32.pack(w.data(), nullptr, out, in);
+    const int rows = (in + 1) / 2, padded = 128;
+    EXPECT_EQ(pairs.kernel_shape(), (std::array<int32_t, 3>{rows * padded / 16, 16, 2}));
+    EXPECT_EQ(f32.kernel_shape(), (std::array<int32_t, 3>{in * padded / 64, 64, 1}));
+    for (int o = 0; o < out; ++o) {
+        for (int i = 0; i < in; ++i) {
+            const float x = w[size_t(o) * in + i];
+            const size_t at = i % 2 + 2 * (o % 16) + 32 * (i / 2 + size_t(rows) * (o / 16));
+            EXPECT_EQ(from_bfloat16(pairs.weight_bits[at]), x) << o << " " << i;
+            EXPECT_EQ(f32.weight[o % 64 + 64 * (i + size_t(in) * (o / 64))], x) << o << " " << i;
+        }
+    }
 }
 
 // Round to nearest, ties to even, as Halide's casts in the kernels; float16's subnormals and the

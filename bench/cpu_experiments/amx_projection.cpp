@@ -1,8 +1,8 @@
 // Does Halide 21's AMX lowering (ExtractTileOperations: tdpbf16ps on 16 x 16 float32 tiles) run a
 // bfloat16 projection over the weights exactly as the library stores them for a CPU, and how
-// fast? The weights are packed by runtime/packed_projection.h (bfloat16 pairs, panels of 64
-// outputs) and copied into 16-output tiles each call, as the library's AMX variant does
-// (generators/stages.cpp, define_amx_sums). The operand is x rounded to bfloat16, as the
+// fast? The weights are packed by runtime/packed_projection.h (bfloat16 pairs, panels of 16
+// outputs) and read in place, as the library's AMX variant does (generators/stages.cpp,
+// define_amx_sums). The operand is x rounded to bfloat16, as the
 // library's paired projections take it. Each shape is checked against a float64 sum of the same
 // bfloat16 operands and then timed, best of 20 calls. Not built by CMake, not a test (JIT, needs
 // the .venv's libHalide and a CPU with AMX-BF16 whose tile state Linux grants, asked by the
@@ -39,41 +39,31 @@ struct Shape {
     int rows, in, out;
 };
 
-// out(x, n, t): output t * 16 + x of row n. The weights are first copied from their panels
-// into tiles, (pair, output in tile, pair row + t * pair rows): Halide 21's AMX lowering
-// matches the weights' index only in that shape (a 3-D load whose last coordinate is the pair
-// row plus a base, times a stride); read in place from the panels, it stopped with "Store to
-// AMX tile allocation of a non-tile value".
+// out(x, n, t): output t * 16 + x of row n. The weights are read in place from the kernels'
+// 3-D view of them, (pair element, output in panel, pair row + pair rows * panel), panels one
+// tile wide (layout.h): Halide 21's AMX lowering matches the right-hand tile only as such a
+// load whose last coordinate is the pair row plus a base, times a stride that is not a
+// constant as wide as a row. (Read from panels of 64 outputs as a 2-D buffer, it stopped with
+// "Store to AMX tile allocation of a non-tile value"; copied into tiles each call, or read in
+// place from panels of 64 as a 3-D buffer, it ran slower: bench/RESULTS.md.)
 Func amx_projection(ImageParam &x, ImageParam &w, int in, int outputs_per_task) {
-    const int panel_columns = attngen::weight_panel_columns(true);  // 128: 64 outputs x 2
-    const int tiles_per_panel = attngen::kWeightPadding / kTile;
-    const int pair_rows = in / 2;
-    Var xi("xi"), n("n"), t("t"), e("e"), j("j");
-    Func tiles("tiles");
-    const Expr tile = j / pair_rows, row = j % pair_rows;
-    tiles(e, xi, j) = w((tile % tiles_per_panel) * 2 * kTile + 2 * xi + e + row * panel_columns,
-                        tile / tiles_per_panel);
-    RDom r(0, in, "r");
+    const int pair_rows = (in + 1) / 2;
+    Var xi("xi"), n("n"), t("t");
+    RDom r(0, kTileK, 0, in / kTileK, "r");
+    const Expr feature = r.y * kTileK + r.x;
     Func mm("mm");
     mm(xi, n, t) = 0.0f;
-    mm(xi, n, t) += cast<float>(x(r, n)) * cast<float>(tiles(r % 2, xi, r / 2 + t * pair_rows));
+    mm(xi, n, t) +=
+        cast<float>(x(feature, n)) * cast<float>(w(feature % 2, xi, feature / 2 + t * pair_rows));
     Func out = mm.in();
     Var rxi("rxi"), ryi("ryi"), ixi("ixi"), iyi("iyi"), oxi("oxi"), oyi("oyi"), task("task");
-    RVar rri("rri"), rro("rro");
-    tiles.compute_root()
-        .bound(e, 0, 2)
-        .bound(xi, 0, kTile)
-        .vectorize(e)
-        .vectorize(xi)
-        .parallel(j, 64);
     mm.compute_at(out, xi)
         .store_in(MemoryType::AMXTile)
         .update()
         .tile(xi, n, rxi, ryi, kTile, kTile, TailStrategy::GuardWithIf)
-        .split(r, rro, rri, kTileK)
-        .reorder({rri, rxi, ryi, rro, xi, n, t})
+        .reorder({r.x, rxi, ryi, r.y, xi, n, t})
         .atomic()
-        .vectorize(rri)
+        .vectorize(r.x)
         .vectorize(rxi)
         .vectorize(ryi);
     mm.compute_at(out, xi).tile(xi, n, ixi, iyi, kTile, kTile).vectorize(ixi).vectorize(iyi);
@@ -104,7 +94,7 @@ int main(int argc, char **argv) {
     int failures = 0;
     for (const Shape &s : shapes) {
         // The weights' bits are bfloat16's: the pipeline reads them as that type.
-        ImageParam x(BFloat(16), 2, "x"), wb(BFloat(16), 2, "wb");
+        ImageParam x(BFloat(16), 2, "x"), wb(BFloat(16), 3, "wb");
         Func out = amx_projection(x, wb, s.in, outputs_per_task);
         try {
             out.compile_jit(target);
@@ -118,8 +108,9 @@ int main(int argc, char **argv) {
         attngen::rt::PackedProjection packed;
         packed.pack(weights.data(), nullptr, s.out, s.in, ATTNGEN_DEVICE_CPU,
                     ATTNGEN_PRECISION_BF16);
+        const auto shape = packed.kernel_shape();
         Buffer<bfloat16_t> w_buf(reinterpret_cast<bfloat16_t *>(packed.weight_bits.data()),
-                                 packed.panel_size(), packed.panels());
+                                 shape[2], shape[1], shape[0]);
         Buffer<bfloat16_t> x_buf(s.in, s.rows);
         for (int n = 0; n < s.rows; ++n)
             for (int f = 0; f < s.in; ++f)
