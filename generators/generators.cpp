@@ -133,15 +133,14 @@ class AttngenGenerator : public Generator<T> {
     // GPU projection's 4 weights of one input feature one 16-byte load (schedule_projection_gpu,
     // which Halide emits only where it can prove the alignment: packed weights start a device
     // allocation). But AMX tile products find a weight tile's 16 rows of 64 bytes only where
-    // the rows' stride is not a constant as wide as a row: weights that `amx` reads (AmxPath)
-    // keep their strides free.
+    // the rows' stride is not a constant as wide as a row (a dense KiB was loaded as one vector
+    // and shuffled): weights that `amx` reads (AmxPath) keep that stride free.
     template <typename InputBuffer>
     Func packed_weights(InputBuffer &w, const Expr &in_features, const AmxPath &amx = {}) {
         const bool pairs = weights_in_pairs();
-        if (!this->using_autoscheduler() && !amx.stored.defined()) {
-            const int elements = pairs ? kWeightPairs : 1;
-            w.dim(1).set_stride(elements);
-            w.dim(2).set_stride(weight_panel_columns(pairs));
+        if (!this->using_autoscheduler()) {
+            w.dim(1).set_stride(pairs ? kWeightPairs : 1);
+            if (!amx.stored.defined()) w.dim(2).set_stride(weight_panel_columns(pairs));
             if (this->get_target().has_gpu_feature()) {
                 w.set_host_alignment(16);
                 w.dim(0).set_min(0);
@@ -190,14 +189,17 @@ class AttngenGenerator : public Generator<T> {
     // (AmxPath): then with the bfloat16 operand, and no direct path. On an Intel Xeon with AMX
     // (2 threads), 1.3-1.8 TFLOP/s stand-alone at bert's sizes, 0.6 at 4096 input features,
     // against a float32 FMA peak of 393 GFLOP/s (bench/RESULTS.md).
+    // Decoding's kernels take it for calls of at least kAmxMinRows rows, a whole tile (a
+    // prompt, not a step), as another path (AmxPath::min_rows).
+    static constexpr int kAmxMinRows = kAmxTile;
     template <typename InputBuffer>
-    AmxPath amx_path(const InputBuffer &w, const Expr &in_features) const {
+    AmxPath amx_path(const InputBuffer &w, const Expr &in_features, int min_rows = 0) const {
         const Target t = this->get_target();
         if (storage_type(static_cast<const T *>(this)->precision) != BFloat(16) ||
             t.has_gpu_feature() || this->using_autoscheduler() || !uses_amx(t)) {
             return {};
         }
-        return {bounded(w), stored_weight_rows(in_features)};
+        return {bounded(w), stored_weight_rows(in_features), min_rows};
     }
 
     // CPU projections of many rows over few enough input features get a copy of their
@@ -641,14 +643,17 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
 
     void generate() {
         const Expr len = key.dim(1).extent(), batch = key.dim(2).extent();
+        const Expr k_in = key.dim(0).extent(), v_in = value.dim(0).extent();
+        const AmxPath amx_k = amx_path(wk_t, k_in, kAmxMinRows);
+        const AmxPath amx_v = amx_path(wv_t, v_in, kAmxMinRows);
         ProjectionStage pk = define_projection(
-            "k_proj", as_rows(bounded(key), len), key.dim(0).extent(), 1, len * batch,
-            bk.dim(0).extent(), packed_weights(wk_t, key.dim(0).extent()), bounded(bk),
-            storage_type(precision), few_rows_path(), DirectPath{}, float_operand(), staged_path());
+            "k_proj", as_rows(bounded(key), len), k_in, 1, len * batch, bk.dim(0).extent(),
+            packed_weights(wk_t, k_in, amx_k), bounded(bk), storage_type(precision),
+            few_rows_path(), DirectPath{}, float_operand(), staged_path(), amx_k);
         ProjectionStage pv = define_projection(
-            "v_proj", as_rows(bounded(value), len), value.dim(0).extent(), 1, len * batch,
-            bv.dim(0).extent(), packed_weights(wv_t, value.dim(0).extent()), bounded(bv),
-            storage_type(precision), few_rows_path(), DirectPath{}, float_operand(), staged_path());
+            "v_proj", as_rows(bounded(value), len), v_in, 1, len * batch, bv.dim(0).extent(),
+            packed_weights(wv_t, v_in, amx_v), bounded(bv), storage_type(precision),
+            few_rows_path(), DirectPath{}, float_operand(), staged_path(), amx_v);
         Func kh = split_heads("k_heads", pk.result, head_dim, len);
         Func vh = split_heads("v_heads", pv.result, v_head_dim, len);
         Var l("l"), d("d"), c("c"), hk("hk"), b("b");
@@ -819,10 +824,13 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
     void generate() {
         const Target t = get_target();
         const Expr q_len = query.dim(1).extent(), batch = query.dim(2).extent();
+        const Expr q_in = query.dim(0).extent(), o_in = v_head_dim * num_heads;
+        const AmxPath amx_q = amx_path(wq_t, q_in, kAmxMinRows);
+        const AmxPath amx_o = amx_path(wo_t, o_in, kAmxMinRows);
         ProjectionStage pq = define_projection(
-            "q_proj", as_rows(bounded(query), q_len), query.dim(0).extent(), 1, q_len * batch,
-            bq.dim(0).extent(), packed_weights(wq_t, query.dim(0).extent()), bounded(bq),
-            storage_type(precision), few_rows_path(), DirectPath{}, float_operand(), staged_path());
+            "q_proj", as_rows(bounded(query), q_len), q_in, 1, q_len * batch, bq.dim(0).extent(),
+            packed_weights(wq_t, q_in, amx_q), bounded(bq), storage_type(precision),
+            few_rows_path(), DirectPath{}, float_operand(), staged_path(), amx_q);
         Func qh = split_heads("q_heads", pq.result, head_dim, q_len);
         Var l("l"), b("b");
         const Func n = bounded(lengths);
@@ -850,8 +858,8 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         merged(d, g, row) = attention_out(d, row % q_len, g, row / q_len);
         ProjectionStage po = define_projection(
             "out_proj", merged, v_head_dim, num_heads, q_len * batch, bo.dim(0).extent(),
-            packed_weights(wo_t, v_head_dim * num_heads), bounded(bo), storage_type(precision),
-            few_rows_path(), DirectPath{}, float_operand(), staged_path());
+            packed_weights(wo_t, o_in, amx_o), bounded(bo), storage_type(precision),
+            few_rows_path(), DirectPath{}, float_operand(), staged_path(), amx_o);
         output = po.result;
         // Its GPU schedule's wide weight loads need tiles at multiples of 4 features
         // (ProjectionResult::Output); attngen's runtime passes every output from feature 0.

@@ -690,6 +690,10 @@ void schedule_amx_product(Func out, Func tiles, const RDom &r, const LoopLevel &
         .vectorize(uy);
 }
 
+// Rows per parallel task of the copy of an AMX projection's result (ProjectionStage::
+// amx_result).
+constexpr int kAmxCopyRowsPerTask = 64;
+
 // Tile rows (of 64 bytes) per parallel task of the AMX attention's copies of keys and values.
 constexpr int kAmxPackingRowsPerTask = 1024;
 
@@ -700,6 +704,8 @@ constexpr int kAmxPackingRowsPerTask = 1024;
 // amx_projection.cpp, 2 threads, Intel Xeon with AMX, 512 x 768 x 2304, weights read in place
 // from panels one tile wide): tasks of 128 outputs 1.9-2.0 TFLOP/s, the row tiles outside the
 // outputs 0.72; with the weights copied into tiles each call, 1.37.
+// With AmxPath::min_rows the tasks compute amx_result, which result copies in the calls that
+// take it (schedule_projection_cpu).
 void schedule_projection_amx(ProjectionStage &p, const Expr &output_features) {
     constexpr int kAmxTaskOutputs = 128, kAmxTaskRows = 512;
     const int vec = kAmxTile;
@@ -708,21 +714,24 @@ void schedule_projection_amx(ProjectionStage &p, const Expr &output_features) {
     p.amx_operand.compute_root()
         .vectorize(f, vec, TailStrategy::GuardWithIf)
         .parallel(m, kOperandRowsPerTask, TailStrategy::GuardWithIf);
-    const Expr padded_features = ceil_div(p.out_features, kWeightPadding) * kWeightPadding;
-    p.result.bound(o, 0, output_features.defined() ? output_features : padded_features);
+    Func result = p.amx_result.defined() ? p.amx_result : p.result;
+    if (!p.amx_result.defined()) {
+        const Expr padded_features = ceil_div(p.out_features, kWeightPadding) * kWeightPadding;
+        p.result.bound(o, 0, output_features.defined() ? output_features : padded_features);
+    }
     Var oo("oo"), oi("oi"), nb("nb"), ni("ni"), task("task");
-    p.result.compute_root()
+    result.compute_root()
         .split(o, oo, oi, kAmxTaskOutputs, TailStrategy::GuardWithIf)
         .split(n, nb, ni, kAmxTaskRows, TailStrategy::GuardWithIf)
         .vectorize(oi, vec, TailStrategy::GuardWithIf)
         .reorder(oi, ni, oo, nb)
         .fuse(oo, nb, task)
         .parallel(task);
-    p.amx_tail.compute_at(p.result, task).vectorize(o, vec, TailStrategy::GuardWithIf);
+    p.amx_tail.compute_at(result, task).vectorize(o, vec, TailStrategy::GuardWithIf);
     p.amx_tail.update().vectorize(o, vec, TailStrategy::GuardWithIf);
     // The tile products need whole tiles: rows past the call's are computed (their operand rows
     // clamped) and not read.
-    schedule_amx_product(p.amx_out, p.amx_tiles, p.r_amx, LoopLevel(p.result, task));
+    schedule_amx_product(p.amx_out, p.amx_tiles, p.r_amx, LoopLevel(result, task));
 }
 
 }  // namespace
@@ -742,7 +751,7 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     schedule_projection_operand(p, vec);
     if (p.amx_tiles.defined()) {
         schedule_projection_amx(p, output_features);
-        return;
+        if (!p.amx_result.defined()) return;
     }
     // Before the matrix-product schedule below: a specialization starts from a copy of the
     // stage's schedule as it is when specialized.
@@ -763,6 +772,11 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     p.result.compute_root()
         .split(p.o, oo, oi, kWeightPadding, TailStrategy::GuardWithIf)
         .vectorize(oi, vec, TailStrategy::GuardWithIf);
+    // Calls that take the AMX path copy its result, rows in parallel.
+    if (p.amx_rows.defined()) {
+        p.result.specialize(p.amx_rows)
+            .parallel(p.n, kAmxCopyRowsPerTask, TailStrategy::GuardWithIf);
+    }
     // Few rows (their inputs fit in L2 beside a panel of weights): the parallel tasks are
     // panels of output features (kWeightPadding), each over every row, so each weight is read
     // from memory once and the rows stay in L2. In a forward the weights come cold from memory

@@ -29,7 +29,8 @@ void define_amx_sums(ProjectionStage &p, const AmxPath &amx, const std::string &
     const Var &xi = p.xi, &n = p.n, &t = p.t;
     Var f("f"), m("m");
     p.amx_operand = Func(name + "_amx_operand");
-    p.amx_operand(f, m) = p.operand(f, clamp(m, 0, p.rows - 1));
+    // With float_operand the rounded operand is held as float32: bfloat16 again, exactly.
+    p.amx_operand(f, m) = cast(BFloat(16), p.operand(f, clamp(m, 0, p.rows - 1)));
     const Expr blocks = p.in_features / kAmxBlock;
     p.r_amx = RDom(0, kAmxBlock, 0, blocks, name + "_r_amx");
     const Expr feature = p.r_amx.y * kAmxBlock + p.r_amx.x;
@@ -198,11 +199,21 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
     }
     if (p.staged.defined()) sum = select(p.staged, p.staged_acc(o, n), sum);
     if (amx.stored.defined()) {
-        if (!p.paired || float_operand || p.acc_direct.defined()) {
-            throw CompileError(name + ": the AMX path takes bfloat16 pairs as its one algorithm");
+        const bool one_algorithm = amx.min_rows == 0;
+        if (!p.paired || p.acc_direct.defined() || (one_algorithm && float_operand)) {
+            throw CompileError(name + ": the AMX path takes bfloat16 pairs, and as the one " +
+                               "algorithm their bfloat16 operand");
         }
         define_amx_sums(p, amx, name);
-        sum = bias(o) + p.amx_out(o % kAmxTile, n, o / kAmxTile) + p.amx_tail(o, n);
+        const Expr amx_sum = bias(o) + p.amx_out(o % kAmxTile, n, o / kAmxTile) + p.amx_tail(o, n);
+        if (one_algorithm) {
+            sum = amx_sum;
+        } else {
+            p.amx_result = Func(name + "_amx_result");
+            p.amx_result(o, n) = amx_sum;
+            p.amx_rows = rows >= amx.min_rows;
+            sum = select(p.amx_rows, p.amx_result(o, n), sum);
+        }
     }
     if (p.few_rows.defined()) {
         p.result(o, n) = select(rows <= p.few_rows, p.few_rows_sum(o, n), sum);
@@ -210,10 +221,11 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
         p.result(o, n) = sum;
     }
     // A let here means the swap above did not keep the conditions apart (rows a product of
-    // more than two factors, say): every kernel would hold every path again, silently.
-    if (p.staged.defined() && p.result.value().as<Internal::Let>()) {
+    // more than two factors, say), or the AMX path's condition shares one with the value: every
+    // kernel would hold every path again, silently.
+    if ((p.staged.defined() || p.amx_rows.defined()) && p.result.value().as<Internal::Let>()) {
         throw CompileError(name + ": the projection's paths share a subexpression of " +
-                           "their conditions (define_projection's StagedPath)");
+                           "their conditions (define_projection's StagedPath or AmxPath)");
     }
     return p;
 }

@@ -80,6 +80,10 @@ struct ProjectionStage {
     // multiple).
     Halide::Func amx_operand, amx_tiles, amx_out, amx_tail;
     Halide::RDom r_amx, r_amx_tail;
+    // With AmxPath::min_rows: result is amx_result (bias + amx_out + amx_tail) where amx_rows,
+    // the other paths' sum elsewhere.
+    Halide::Func amx_result;
+    Halide::Expr amx_rows;
     Halide::Var xi{"xi"}, t{"t"};
 };
 
@@ -112,12 +116,15 @@ struct StagedPath {
     int chunk = 0;
     int64_t min_outputs = 0;
 };
-// The schedule's choice of Intel AMX's tile products (tdpbf16ps) for bfloat16 weights in pairs,
-// the one algorithm then: `stored`, the weights' 3-D buffer (pair element, output in panel,
-// pair row + pair_rows * panel; layout.h), whose panels are one tile wide, or undefined for none.
+// The schedule's choice of Intel AMX's tile products (tdpbf16ps) for bfloat16 weights in pairs:
+// `stored`, the weights' 3-D buffer (pair element, output in panel, pair row + pair_rows *
+// panel; layout.h), whose panels are one tile wide, or undefined for none. With min_rows 0 the
+// one algorithm; otherwise taken by calls of at least min_rows rows (ProjectionStage::
+// amx_result), the others keeping the projection's other paths.
 struct AmxPath {
     Halide::Func stored;
     Halide::Expr pair_rows;
+    int min_rows = 0;
 };
 // AMX's tiles: 16 rows of 16 float32 sums, over 32 bfloat16 features (16 pairs, 64 bytes).
 constexpr int kAmxTile = 16;

@@ -70,7 +70,7 @@ int attngen_can_use_target_features(int count, const uint64_t *features) {
     for (const halide_target_feature_t *f = refused_begin; f != refused_end; ++f) {
         if (has_feature(count, features, *f)) return 0;
     }
-    // The bfloat16 forward's AMX variant (generators/CMakeLists.txt) needs Linux's grant of the
+    // The bfloat16 kernels' AMX variant (generators/CMakeLists.txt) needs Linux's grant of the
     // tile state, asked here, before any of its kernels runs. Halide's own check of the feature
     // reads AVX-512's, AVX-VNNI's and AVX512-BF16's CPUID bits, not AMX's nor whether the
     // kernel enabled its state: a CPU that lists AMX with the state off would take the variant

@@ -6,7 +6,7 @@ namespace attngen::rt {
 
 // Halide picks the first variant whose features the CPU has; of the bfloat16 kernels' AVX512-BF16
 // variant, only where vdpbf16ps pays on this CPU (bf16_dot_product_pays, measured once); of the
-// bfloat16 forward's AMX variant, only where Linux grants the tile state
+// bfloat16 kernels' AMX variant, only where Linux grants the tile state
 // (amx_tile_state_granted). ATTNGEN_CPU_DISPATCH sets that choice, so every variant can be
 // tested (and compared) on one machine:
 //   avx512_bf16  the AVX512-BF16 variant wherever the CPU has the instructions, pays or not (the

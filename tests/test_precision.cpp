@@ -171,6 +171,17 @@ TEST_P(HalfPrecision, DecodingPromptsAndLongCaches) {
     DecodeAndCheck(Model(16, 4).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF), 600, 595);
 }
 
+// From 16 rows (a whole AMX tile), on CPUs with AMX, the cached forward's and kv_project's
+// projections multiply in AMX tiles (AmxPath::min_rows); fewer keep their other paths. Prompts
+// on either side of that limit and past a task's rows, models on either side of a block of 32
+// features (130 leaves a tail of 2), grouped heads and a value head size of their own.
+TEST_P(HalfPrecision, DecodingPromptsAroundTheAmxRowLimit) {
+    for (int prompt : {15, 16, 17, 40}) {
+        DecodeAndCheck(Model(130, 5).rope(ATTNGEN_ROPE_HALF), prompt + 2, prompt);
+        DecodeAndCheck(Model(96, 4).num_kv_heads(2).v_head_dim(20), prompt + 2, prompt);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Precisions, HalfPrecision,
                          ::testing::Values(ATTNGEN_PRECISION_BF16, ATTNGEN_PRECISION_F16),
                          [](const ::testing::TestParamInfo<attngen_precision> &info) {
