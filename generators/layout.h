@@ -63,8 +63,9 @@ constexpr bool float16_bits_by_instruction(bool cuda) {
 // (column, row) is at panel_columns * (rows * (column / panel_columns) + row) + column %
 // panel_columns. As [in, out] rows, each step of a tile read a new weight row (3 to 16 KiB away),
 // and the projections copied each block of a panel together first (8-15% of their samples in
-// perf). The kernels take them as a 3-D buffer (pair element, output in panel, row + rows *
-// panel), the pair element's extent 1 where there are no pairs.
+// perf). The fused kernels take them as a 3-D buffer (pair element, output in panel, row + rows
+// * panel), the pair element's extent 1 where there are no pairs; attngen_linear's packed form
+// as a 2-D one (row * panel columns + column in panel, panel).
 //
 // Bfloat16 pairs come in panels of 16 outputs, one AMX tile's columns (a 64-byte row): the AMX
 // variant's tile products then read each tile in place, one contiguous KiB per 32 features
