@@ -173,8 +173,9 @@ TEST_P(HalfPrecision, DecodingPromptsAndLongCaches) {
 
 // From 16 rows (a whole AMX tile), on CPUs with AMX, the cached forward's and kv_project's
 // projections multiply in AMX tiles (AmxPath::min_rows); fewer keep their other paths. Prompts
-// on either side of that limit and past a task's rows, models on either side of a block of 32
-// features (130 leaves a tail of 2), grouped heads and a value head size of their own.
+// on either side of that limit and ending inside a third tile of rows, models on either side of
+// a block of 32 features (130 leaves a tail of 2), grouped heads and a value head size of their
+// own.
 TEST_P(HalfPrecision, DecodingPromptsAroundTheAmxRowLimit) {
     for (int prompt : {15, 16, 17, 40}) {
         DecodeAndCheck(Model(130, 5).rope(ATTNGEN_ROPE_HALF), prompt + 2, prompt);
