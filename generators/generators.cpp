@@ -122,11 +122,6 @@ class AttngenGenerator : public Generator<T> {
             this->get_target().has_gpu_feature());
     }
 
-    // Rows of stored weights of a projection of in_features input features.
-    Expr stored_weight_rows(const Expr &in_features) const {
-        return weights_in_pairs() ? (in_features + 1) / kWeightPairs : in_features;
-    }
-
     // Packed projection weights as the algorithm reads them: the 3-D buffer (pair element,
     // output in panel, row + rows * panel) of layout.h, seen as (stored column, stored row).
     // Its strides are fixed to the packing's, so that a panel row is one dense vector and a
@@ -146,7 +141,7 @@ class AttngenGenerator : public Generator<T> {
                 w.dim(0).set_min(0);
             }
         }
-        return weight_panel_view(bounded(w), stored_weight_rows(in_features), pairs);
+        return weight_panel_view(bounded(w), stored_weight_rows(in_features, pairs), pairs);
     }
 
     // Autoscheduler estimates of a packed weight of in x out features (its 3-D buffer above).
@@ -154,7 +149,7 @@ class AttngenGenerator : public Generator<T> {
     void set_weight_estimates(InputBuffer &w, int in, int out) const {
         const bool pairs = weights_in_pairs();
         const int elements = pairs ? kWeightPairs : 1, outputs = weight_panel_outputs(pairs);
-        const int rows = pairs ? (in + 1) / kWeightPairs : in;
+        const int rows = stored_weight_rows(in, pairs);
         w.set_estimates(
             {{0, elements}, {0, outputs}, {0, rows * round_up(out, kWeightPadding) / outputs}});
     }
@@ -199,7 +194,7 @@ class AttngenGenerator : public Generator<T> {
             t.has_gpu_feature() || this->using_autoscheduler() || !uses_amx(t)) {
             return {};
         }
-        return {bounded(w), stored_weight_rows(in_features), min_rows};
+        return {bounded(w), stored_weight_rows(in_features, weights_in_pairs()), min_rows};
     }
 
     // CPU projections of many rows over few enough input features get a copy of their

@@ -16,6 +16,13 @@ constexpr int kWeightPadding = 64;
 // innermost: (2 o + f % 2, f / 2) in place of (o, f), the odd count's last pair completed with 0.
 // Each pair is one lane of vdpbf16ps (ProjectionStage::paired).
 constexpr int kWeightPairs = 2;
+// Rows of stored weights for in_features input features: pairs of them for bfloat16 pairs (the
+// odd count's last pair completed with 0), one each otherwise. Int is int or Halide::Expr, so
+// that the runtime's packing and the kernels' view count them alike.
+template <typename Int>
+Int stored_weight_rows(const Int &in_features, bool pairs) {
+    return pairs ? Int((in_features + 1) / kWeightPairs) : in_features;
+}
 
 // GPU kernels multiply float32 (the 16-bit formats widened), so bfloat16 weights for a GPU are
 // stored as float16 ones are, one feature per row: a projection thread's 4 outputs of a feature

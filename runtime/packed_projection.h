@@ -68,7 +68,7 @@ struct PackedProjection {
 
     // Weight rows (input features, or pairs of them) and columns (outputs, or both features of
     // a pair of each), as the kernels index them.
-    int32_t stored_rows() const { return pairs ? (in + 1) / 2 : in; }
+    int32_t stored_rows() const { return stored_weight_rows(in, pairs); }
     int32_t stored_columns() const { return pairs ? 2 * padded_out : padded_out; }
     // Stored in panels of weight_panel_outputs outputs (layout.h). The fused kernels take the
     // weights as a 3-D buffer [panels x rows, panel outputs, pair elements] (kernel_shape),
