@@ -211,13 +211,11 @@ class AttngenGenerator : public Generator<T> {
     // Query head h reads key/value head h / group. The CPU flash kernel multiplies q . k and
     // probs x values in `products` (PackedScore); the others in float32.
     // q and k rotated by rotary() (inline on CPU targets) come with `unrotated`, true at run
-    // time when they are the projected heads as they are; v with `values_strided`, true at run
-    // time when its rows hold several heads (define_packed_score).
+    // time when they are the projected heads as they are.
     Func attention(const Func &q, const Func &k, const Func &v, const Expr &dk, const Expr &dv,
                    const Expr &q_len, const Expr &kv_len, const Expr &group, const Expr &scale,
                    const MaskInputs &mask, Func *weights, const Type &products = Float(32),
-                   const Expr &unrotated = Expr(), const Expr &values_strided = Expr(),
-                   const Expr &kv_heads = Expr()) {
+                   const Expr &unrotated = Expr(), const Expr &kv_heads = Expr()) {
         const Target t = this->get_target();
         if (weights == nullptr && t.has_gpu_feature() && !this->using_autoscheduler()) {
             const auto flash = [&](const GpuScheduleKnobs &blocks) {
@@ -261,7 +259,7 @@ class AttngenGenerator : public Generator<T> {
             FlashAttentionStage a = define_flash_attention(
                 q, k, v, dk, dv, q_len, kv_len, group, scale, mask, query_block, knobs.key_block,
                 false, products, cpu_value_tile(knobs, t), !amx && !has_bfloat16_dot_product(t),
-                values_strided, amx ? kv_heads : Expr());
+                amx ? kv_heads : Expr());
             a.packed.sources_unrotated = unrotated;
             schedule_flash_attention_cpu(a, t, knobs);
             return a.out;
@@ -481,11 +479,9 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         // Bfloat16 handles multiply in bfloat16 through attention too (attngen_precision);
         // float16 ones in float32: x86 has no float16 dot product.
         const Type products = precision == Precision::BF16 ? BFloat(16) : Float(32);
-        // The values' rows hold every key/value head's features.
-        const Expr values_strided = num_kv_heads > 1;
-        Func attention_out = attention(
-            qr, kr, vh, hd, v_head_dim, q_len, kv_len, heads / num_kv_heads, scale, mask,
-            weights ? &probs : nullptr, products, rope == 0, values_strided, num_kv_heads);
+        Func attention_out =
+            attention(qr, kr, vh, hd, v_head_dim, q_len, kv_len, heads / num_kv_heads, scale, mask,
+                      weights ? &probs : nullptr, products, rope == 0, num_kv_heads);
 
         // The output projection reads the per-head attention output as (d, h, row): the head
         // merge is the reduction's index order, not a copy.

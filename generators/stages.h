@@ -227,9 +227,8 @@ Halide::Expr causal_key_offset(const MaskInputs &mask, const Halide::Expr &q_len
 // and values have heads / group heads (grouped-query attention): query head h reads key/value
 // head h / group, and each key/value head is packed once, not once per query head.
 // value_tile > 0 (float32 operands) is the features of a schedule's probs x values register
-// tile: `values` reads the values where they are (a head of one tile whose rows hold only it,
-// or a short head of whole tiles) or from v_panels, and v_packed is not computed.
-// values_strided: a bool, true at run time when v's rows hold several heads.
+// tile: `values` reads the values where they are (a short head of whole tiles) or from
+// v_panels, and v_packed is not computed.
 //
 // With bfloat16 products (`products`), q, k and v are rounded to bfloat16 and the products
 // accumulate in float32, as a handle of that precision asks (attngen_precision). With
@@ -297,8 +296,7 @@ PackedScore define_packed_score(const Halide::Func &q, const Halide::Func &k, co
                                 const Halide::Expr &group,
                                 const Halide::Type &products = Halide::Float(32),
                                 bool key_panels = false, int value_tile = 0,
-                                bool float_operand = false,
-                                const Halide::Expr &values_strided = Halide::Expr());
+                                bool float_operand = false);
 
 // The logits score * scale + additive mask, and which of them are masked (causal, key lengths,
 // boolean mask, or an additive -inf), as Funcs of (j, i, h, b). Keys past kv_len are masked.
@@ -420,8 +418,7 @@ FlashAttentionStage define_flash_attention(
     const Halide::Expr &group, const Halide::Expr &scale, const MaskInputs &mask,
     const Halide::Expr &query_block, int key_block, bool fixed_blocks = false,
     const Halide::Type &products = Halide::Float(32), int value_tile = 0,
-    bool float_operand = false, const Halide::Expr &values_strided = Halide::Expr(),
-    const Halide::Expr &amx_kv_heads = Halide::Expr());
+    bool float_operand = false, const Halide::Expr &amx_kv_heads = Halide::Expr());
 
 // The two halves of AmxAttention (stages_flash_amx.cpp), for define_flash_attention: the score
 // (a.packed.score is replaced) and then, once a.probs_operand exists, a.block_out.

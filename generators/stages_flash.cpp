@@ -16,7 +16,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
                                            const MaskInputs &mask, const Expr &query_block,
                                            int key_block, bool fixed_blocks, const Type &products,
                                            int value_tile, bool float_operand,
-                                           const Expr &values_strided, const Expr &amx_kv_heads) {
+                                           const Expr &amx_kv_heads) {
     const bool amx = amx_kv_heads.defined();
     // AMX's products reduce whole blocks of kAmxBlock keys.
     const int key_multiple = amx ? kAmxBlock : kReductionLanes;
@@ -48,7 +48,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     // level (bench/RESULTS.md), so they keep the transposed rows.
     a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len, group, products,
                                    !fixed_blocks && (products == Float(32) || float_operand),
-                                   value_tile, float_operand, values_strided);
+                                   value_tile, float_operand);
     const Expr num_blocks = (kv_len + (kblock - 1)) / kblock;
     if (amx) define_amx_score(a, q, dk, q_len, amx_kv_heads, num_blocks * (kblock / kAmxTile));
     const MaskedLogits logits = define_masked_logits(a.packed.score, scale, mask, q_len, kv_len);

@@ -588,25 +588,31 @@ TEST(SdpaWeights, OutputIsTheSameWithAndWithoutWeights) {
     EXPECT_TRUE(t.OutputsAgree(with, without));
 }
 
-// Value heads of one probs x values tile (cpu_value_tile in generators/schedule_cpu.h: with the
-// tuned x86 knobs 64 features on AVX-512, 16 on AVX2, 8 on SSE4.1), or of whole tiles within 32
-// KiB, are read where they are; other sizes, and longer heads (530 keys), through panels of a
-// tile's features. Both, on every dispatch variant, across key blocks and with grouped heads,
-// with a key length inside the last block, for both algorithms.
+// Value heads of whole probs x values tiles (cpu_value_tile in generators/schedule_cpu.h: with
+// the tuned x86 knobs 64 features on AVX-512, 16 on AVX2, 8 on SSE4.1) within 32 KiB are read
+// where they are (120 keys of up to 64 features); other sizes, and longer heads (530 keys, one
+// tile or several), through aligned panels of a tile's features. Both, on every dispatch
+// variant, across key blocks and with grouped heads, with a key length inside the last block,
+// for both algorithms.
 TEST(SdpaValues, InPlaceAndPacked) {
-    for (int dv : {8, 20, 24, 48, 64, 80, 128}) {
-        SCOPED_TRACE("dv " + std::to_string(dv));
-        SdpaTester t;
-        t.batch(2).heads(4).kv_heads(2).q_len(33).kv_len(530).dk(24).dv(dv).kv_lengths({530, 517});
-        t.with_weights(true).Test();
-        t.with_weights(false).Test();
-        t.causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT).with_weights(false).Test();
+    for (const auto &[kv_len, short_len] :
+         std::vector<std::pair<int, int>>{{530, 517}, {120, 97}}) {
+        for (int dv : {8, 20, 24, 48, 64, 80, 128}) {
+            SCOPED_TRACE("dv " + std::to_string(dv) + ", kv_len " + std::to_string(kv_len));
+            SdpaTester t;
+            t.batch(2).heads(4).kv_heads(2).q_len(33).kv_len(kv_len).dk(24).dv(dv).kv_lengths(
+                {kv_len, short_len});
+            t.with_weights(true).Test();
+            t.with_weights(false).Test();
+            t.causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT).with_weights(false).Test();
+        }
     }
 }
 
 // Both sides of the 32 KiB edge between values read in place and values in panels, for heads of
-// several tiles: 128 keys of 64 features are exactly 32 KiB (in place on AVX2), 129 keys one row
-// past it; 64 keys of 128 features are in place on AVX-512 too.
+// one tile or several: 128 keys of 64 features are exactly 32 KiB (in place on AVX-512, one tile,
+// and on AVX2, four), 129 keys one row past it; 64 keys of 128 features are in place on AVX-512
+// too.
 TEST(SdpaValues, EitherSideOfTheInPlaceLimit) {
     for (const auto &[dv, kv_len] :
          std::vector<std::pair<int, int>>{{32, 128}, {64, 128}, {64, 129}, {128, 64}, {128, 65}}) {
