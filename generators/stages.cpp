@@ -607,8 +607,9 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         }
         // Only a short head is read in place, one tile wide or several. Longer heads are
         // copied into panels, which attngen allocates aligned to the cache line: a caller's
-        // rows need not be (a std::vector of floats starts 16 bytes past a line), and then
-        // every vector the tile loads in place spans two lines. One-tile heads had been read
+        // rows need not be (glibc's large blocks, a std::vector<float> of a head's size among
+        // them, start 16 bytes past a line), and then every vector the tile loads in place
+        // spans two lines. One-tile heads had been read
         // in place at any length: sdpa/ with them copied too (scripts/ab_runs.py, 3 rounds,
         // AVX-512, 2 threads, Intel Xeon with AMX, perf: the in-place loop's unaligned loads
         // and the FMAs waiting on them) long-single 1.13x, long-causal 1.09x, bert-512 1.07x,
