@@ -13,9 +13,9 @@ using namespace Halide;
 namespace {
 
 // At most this many bytes of one head's values, the probs x values tiles read them in place
-// (PackedScore::values_in_place); more are copied into panels. 32 KiB is
-// the L1 data cache of the x86 cores attngen is measured on, and bert-128's heads (128 keys of
-// 64 features): in place, their slices fill the sets they fall on without overflowing them.
+// (PackedScore::values_in_place); more are copied into panels. 32 KiB is the L1 data cache of
+// the x86 cores attngen is measured on, and bert-128's heads (128 keys of 64 features): in
+// place, their slices fill the sets they fall on without overflowing them.
 constexpr int64_t kValuesInPlaceBytes = 32 * 1024;
 
 std::string type_name(const Type &t) {
@@ -605,21 +605,20 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
             p.values(c, j, h, b) = p.v_panels(c % value_tile, j, c / value_tile, h, b);
             return finish_float_score(p, q, q_len, operand);
         }
-        // Only a short head is read in place, one tile wide or several. Longer heads are
-        // copied into panels, which attngen allocates aligned to the cache line: a caller's
-        // rows need not be (glibc's large blocks, a std::vector<float> of a head's size among
-        // them, start 16 bytes past a line), and then every vector the tile loads in place
-        // spans two lines. One-tile heads had been read
-        // in place at any length: sdpa/ with them copied too (scripts/ab_runs.py, 3 rounds,
-        // AVX-512, 2 threads, Intel Xeon with AMX, perf: the in-place loop's unaligned loads
-        // and the FMAs waiting on them) long-single 1.13x, long-causal 1.09x, bert-512 1.07x,
-        // bert-512-b8 1.07x, gpt2-causal 1.06x; tutorial, tutorial-cross, bert-128 (short
-        // heads, still in place) level; decode/llama3-8b-prefill (values from attngen's
-        // aligned cache) level. On a Zen 4 the copy had measured level with reading in place
-        // (bench/RESULTS.md, 2026-11-26). A head of a projection of several heads (rows a
-        // whole row of heads apart) was already copied when long: at long-causal (1024
-        // features, rows 4 KiB apart) its tile's value loads were 35% of the attention's
-        // samples in place, and mha_forward/long-causal took 1.16x the time.
+        // Only a short head is read in place, one tile wide or several. Longer heads are copied
+        // into panels, which attngen allocates aligned to the cache line: a caller's rows need not
+        // be (glibc's large blocks, a std::vector<float> of a head's size among them, start 16
+        // bytes past a line), and then every vector the tile loads in place spans two lines.
+        // One-tile heads had been read in place at any length: sdpa/ with them copied too
+        // (scripts/ab_runs.py, 3 rounds, AVX-512, 2 threads, Intel Xeon with AMX, perf: the
+        // in-place loop's unaligned loads and the FMAs waiting on them) long-single 1.13x,
+        // long-causal 1.09x, bert-512 1.07x, bert-512-b8 1.07x, gpt2-causal 1.06x; tutorial,
+        // tutorial-cross, bert-128 (short heads, still in place) level; decode/llama3-8b-prefill
+        // (values from attngen's aligned cache) level. On a Zen 4 the copy had measured level with
+        // reading in place (bench/RESULTS.md, 2026-11-26). A head of a projection of several heads
+        // (rows a whole row of heads apart) was already copied when long: at long-causal (1024
+        // features, rows 4 KiB apart) its tile's value loads were 35% of the attention's samples
+        // in place, and mha_forward/long-causal took 1.16x the time.
         const Expr head_bytes = cast<int64_t>(kv_len) * dv * int(sizeof(float));
         p.values_in_place = dv % value_tile == 0 && head_bytes <= Expr(kValuesInPlaceBytes);
         const Expr feature =
