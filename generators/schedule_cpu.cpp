@@ -343,6 +343,17 @@ struct TileShape {
     Expr when;
     int vectors, rows;
 };
+// How a tile's Func reads the accumulators: in loops over its rows and vectors, or unrolled.
+// Unrolled, every read is at a constant place in acc's constant-size buffer, and LLVM takes it
+// from the register that holds it instead of storing the tile and loading it back. The flash
+// kernel's two tiles take it: in its scores' loop LLVM had kept three of the eight row pointers
+// of the broadcasts on the stack (reloaded at every step, perf of sdpa/bert-512, Intel Xeon
+// with AMX), and the block's logits loaded each accumulator from memory. sdpa/ with both
+// unrolled, scripts/ab_runs.py, 3 rounds, AVX-512, 2 threads, same host: bert-128 1.02x,
+// bert-512 1.03x, gpt2-causal 1.03x, long-single 1.01x (1.11x and 1.03x in two earlier runs).
+// The decode kernel's tiles (several shapes each) keep the loops: decode/llama3-8b-decode 0.91x
+// with them unrolled.
+enum class TileCopy { Loops, Unrolled };
 // schedule_register_tile_into: the tiles are those of `tile`, a pure Func over (tile_columns,
 // tile_rows) in place of the wrapper, which reads each accumulator of acc once, at the same
 // position in its tile, so that it takes the accumulators from registers. Each condition in
@@ -351,13 +362,17 @@ void schedule_register_tile_into(Func acc, Func tile, const LoopLevel &at, const
                                  const Var &rows, const Var &tile_columns, const Var &tile_rows,
                                  const TileReduction &reduction, int vectors, int rows_per_tile,
                                  int vec, const std::vector<TileShape> &shapes = {},
-                                 const std::vector<Expr> &when = {}) {
+                                 const std::vector<Expr> &when = {},
+                                 TileCopy copy = TileCopy::Loops) {
     Var co("co"), ci("ci"), ro("ro"), ri("ri");
     const auto tile_stage = [&](Stage s, int vectors, int rows_per_tile) {
+        Var cv("cv"), cl("cl");
         s.tile(tile_columns, tile_rows, co, ro, ci, ri, vectors * vec, rows_per_tile,
                TailStrategy::RoundUp)
             .reorder(ci, ri, co, ro)
-            .vectorize(ci, vec);
+            .split(ci, cv, cl, vec)
+            .vectorize(cl);
+        if (copy == TileCopy::Unrolled) s.unroll(cv).unroll(ri);
     };
     tile.compute_at(at);
     for (const TileShape &t : shapes) tile_stage(tile.specialize(t.when), t.vectors, t.rows);
@@ -373,9 +388,10 @@ void schedule_register_tile_into(Func acc, Func tile, const LoopLevel &at, const
 void schedule_register_tile_at(Func acc, const LoopLevel &at, const Var &columns, const Var &rows,
                                const TileReduction &reduction, int vectors, int rows_per_tile,
                                int vec, const std::vector<TileShape> &shapes = {},
-                               const std::vector<Expr> &when = {}) {
+                               const std::vector<Expr> &when = {},
+                               TileCopy copy = TileCopy::Loops) {
     schedule_register_tile_into(acc, acc.in(), at, columns, rows, columns, rows, reduction, vectors,
-                                rows_per_tile, vec, shapes, when);
+                                rows_per_tile, vec, shapes, when, copy);
 }
 
 // Per head, keys and values beyond this many bytes are "long": query blocks of long_query_block
@@ -1227,7 +1243,8 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     } else {
         schedule_register_tile_into(a.packed.score, a.block_logits, key_block_step, j, i, jj, i,
                                     TileReduction(a.packed.r_dot, a.packed.paired, target),
-                                    knobs.score_vectors, knobs.score_rows, vec, {}, {unmasked});
+                                    knobs.score_vectors, knobs.score_rows, vec, {}, {unmasked},
+                                    TileCopy::Unrolled);
     }
     for (Func f : {a.max_lanes, a.sum_lanes}) {
         f.compute_at(key_block_step).vectorize(u, vec);
@@ -1252,7 +1269,8 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
         const std::vector<Expr> in_place = values_in_place(a.packed, knobs, target);
         schedule_register_tile_at(a.block_out, key_block_step, c, ii,
                                   TileReduction(a.r_block_keys, a.packed.paired, target),
-                                  knobs.out_vectors, knobs.out_rows, vec, {}, in_place);
+                                  knobs.out_vectors, knobs.out_rows, vec, {}, in_place,
+                                  TileCopy::Unrolled);
         align_value_tiles(a.packed, a.block_out.in(), c);
         per_key_block.push_back(a.block_out.in());
         // One key block of one query block per step: a constant-size tile that LLVM can keep
