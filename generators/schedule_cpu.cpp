@@ -348,11 +348,12 @@ struct TileShape {
 // from the register that holds it instead of storing the tile and loading it back. The flash
 // kernel's two tiles take it: in its scores' loop LLVM had kept three of the eight row pointers
 // of the broadcasts on the stack (reloaded at every step, perf of sdpa/bert-512, Intel Xeon
-// with AMX), and the block's logits loaded each accumulator from memory. sdpa/ with both
-// unrolled, scripts/ab_runs.py, 3 rounds, AVX-512, 2 threads, same host: bert-128 1.02x,
-// bert-512 1.03x, gpt2-causal 1.03x, long-single 1.01x (1.11x and 1.03x in two earlier runs).
+// with AMX), and the block's logits loaded each accumulator from memory. With both unrolled,
+// scripts/ab_runs.py, 3 rounds, AVX-512, 2 threads, same host: sdpa/ bert-128 1.02x, bert-512
+// 1.03x, bert-512-b8 1.02x, gpt2-causal 1.01x, long-causal 1.04x, long-single 1.03x;
+// mha_forward/ 0.99-1.04x; AVX2 variant, sdpa/ 1.00-1.03x (bench/RESULTS.md, 2026-11-29).
 // The decode kernel's tiles (several shapes each) keep the loops: decode/llama3-8b-decode 0.91x
-// with them unrolled.
+// with them unrolled (2 rounds).
 enum class TileCopy { Loops, Unrolled };
 // schedule_register_tile_into: the tiles are those of `tile`, a pure Func over (tile_columns,
 // tile_rows) in place of the wrapper, which reads each accumulator of acc once, at the same
