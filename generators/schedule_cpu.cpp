@@ -881,7 +881,13 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
 
     // The register tile: tile_o / vec vectors by tile_l rows of accumulators, with the
     // reduction outside it, so each step loads tile_o / vec weight vectors and broadcasts
-    // tile_l inputs into tile_o / vec * tile_l FMAs. The reduction over input features is
+    // tile_l inputs into tile_o / vec * tile_l FMAs. Each tile of rows reads its panel's block
+    // from L2, so the rows per tile set the L2 traffic per FMA: with AVX-512's 4 x 4 tiles
+    // (16 B per FMA) perf put 97% of projection/llama3-8b-prefill's task samples on the inner
+    // loop at 0.57 of fma_peak, and the bare loop reached 0.70 from L2 against 0.76 for 6 x 4
+    // (bench/cpu_experiments/register_tile_ceiling.cpp, Intel Xeon with AMX); the tuned x86
+    // file's 6 x 4 tiles (22 per row block, 132 rows) made projection/ 1.07-1.11x faster
+    // there (bench/RESULTS.md, 2026-11-29). The reduction over input features is
     // blocked (gemm_k_block features): per block, every register tile of the task's rows runs
     // over the same block of the panel's weights, which then stays in L2, and adds its sums
     // into the task's accumulators. Unblocked, a panel of 64 outputs by 4096 inputs is 1 MiB,

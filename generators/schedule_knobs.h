@@ -21,7 +21,7 @@
 #define ATTNGEN_CPU_SCHEDULE_KNOBS(KNOB)                                                           \
     KNOB(gemm_vectors, 8, (1, 2, 4), "vectors across output features in a projection register tile") \
     KNOB(gemm_rows, 16, (2, 4, 6, 8, 12), "rows in a projection register tile")                    \
-    KNOB(gemm_row_tiles, 64, (1, 2, 4, 8, 16, 32), "register tiles of rows per parallel projection task") \
+    KNOB(gemm_row_tiles, 64, (1, 2, 4, 8, 16, 22, 32), "register tiles of rows per parallel projection task") \
     KNOB(gemm_k_block, 65536, (128, 256, 512, 1024), "input features per block of a projection reduction") \
     KNOB(query_block, 512, (8, 16, 32, 64, 128), "queries per parallel attention task")            \
     KNOB(long_query_block, 512, (64, 128, 256),                                                   \
