@@ -881,19 +881,20 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
 
     // The register tile: tile_o / vec vectors by tile_l rows of accumulators, with the
     // reduction outside it, so each step loads tile_o / vec weight vectors and broadcasts
-    // tile_l inputs into tile_o / vec * tile_l FMAs. Each tile of rows reads its panel's block
-    // from L2, so the rows per tile set the L2 traffic per FMA: with AVX-512's 4 x 4 tiles
-    // (16 B per FMA) perf put 97% of projection/llama3-8b-prefill's task samples on the inner
-    // loop at 0.57 of fma_peak, and the bare loop reached 0.70 from L2 against 0.76 for 6 x 4
-    // (bench/cpu_experiments/register_tile_ceiling.cpp, Intel Xeon with AMX); the tuned x86
-    // file's 6 x 4 tiles (22 per row block, 132 rows) made projection/ 1.07-1.11x faster
-    // there (bench/RESULTS.md, 2026-11-29). The reduction over input features is
-    // blocked (gemm_k_block features): per block, every register tile of the task's rows runs
-    // over the same block of the panel's weights, which then stays in L2, and adds its sums
-    // into the task's accumulators. Unblocked, a panel of 64 outputs by 4096 inputs is 1 MiB,
-    // L2's size, and every tile streamed it from L3. JIT, 2 threads, Zen 4 (FMA peak about
-    // 220 GFLOP/s), rows x in x out: 512 x 4096 x 4096 went from 81 to 151 GFLOP/s with blocks
-    // of 256 (144 with 512, 116 with 1024), 512 x 768 x 768 from 185 to 212.
+    // tile_l inputs into tile_o / vec * tile_l FMAs. A tile as wide as its panel (AVX-512) reads
+    // the panel's block from L2 in each tile of rows, so the rows per tile set the L2 traffic
+    // per FMA: with 4 x 4 tiles (16 B per FMA) perf put 97% of projection/llama3-8b-prefill's
+    // task samples on the inner loop at 0.57 of fma_peak, and the bare loop reached 0.70 from
+    // L2 against 0.76 for 6 x 4 (bench/cpu_experiments/register_tile_ceiling.cpp, Intel Xeon
+    // with AMX); the tuned x86 file's 6 x 4 tiles (22 per row block, 132 rows) made
+    // projection/ 1.07-1.21x faster there (bench/RESULTS.md, 2026-11-29; not measured on a
+    // Zen). The reduction over input features is blocked (gemm_k_block features): per block,
+    // every register tile of the task's rows runs over the same block of the panel's weights,
+    // which then stays in L2, and adds its sums into the task's accumulators. Unblocked, a
+    // panel of 64 outputs by 4096 inputs is 1 MiB, L2's size, and every tile streamed it from
+    // L3. JIT, 2 threads, Zen 4 (FMA peak about 220 GFLOP/s), rows x in x out: 512 x 4096 x
+    // 4096 went from 81 to 151 GFLOP/s with blocks of 256 (144 with 512, 116 with 1024), 512 x
+    // 768 x 768 from 185 to 212.
     // The weights come in panels of kWeightPadding outputs (layout.h), so a tile's block of
     // its panel is one contiguous run, read front to back by every tile of the task. Before,
     // as rows of [in, out], each block of a panel was first copied together per task (each
