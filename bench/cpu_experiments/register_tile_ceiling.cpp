@@ -15,6 +15,7 @@
 // bench/RESULTS.md (2026-11-29, "the register-tile loop's own ceiling") has what it measured.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
