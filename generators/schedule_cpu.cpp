@@ -745,6 +745,12 @@ void schedule_projection_amx(ProjectionStage &p, const Expr &output_features) {
         .parallel(task);
     p.amx_tail.compute_at(result, task).vectorize(o, vec, TailStrategy::GuardWithIf);
     p.amx_tail.update().vectorize(o, vec, TailStrategy::GuardWithIf);
+    // Without a tail (input features a multiple of kAmxBlock), no amx_tail: zeroed per task and
+    // added for nothing, it was a memset of rows x kAmxTaskOutputs floats per task (LLVM's, one
+    // call per row; 4% of mha_forward_bf16/bert-512's samples). scripts/ab_runs.py, 3 rounds,
+    // 2 threads, Intel Xeon with AMX, old/new: mha_forward_bf16/ tutorial 1.08x, gpt2-causal
+    // 1.06x, bert-128 and bert-512 1.02x; decode_bf16/llama3-8b-prefill 1.07x.
+    result.specialize(!p.amx_has_tail);
     // The tile products need whole tiles: rows past the call's are computed (their operand rows
     // clamped) and not read.
     schedule_amx_product(p.amx_out, p.amx_tiles, p.r_amx, LoopLevel(result, task));

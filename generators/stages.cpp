@@ -43,6 +43,7 @@ void define_amx_sums(ProjectionStage &p, const AmxPath &amx, const std::string &
     p.amx_out(xi, n, t) = p.amx_tiles(xi, n, t);
     const Expr whole = blocks * kAmxBlock;
     p.r_amx_tail = RDom(whole, p.in_features - whole, name + "_r_amx_tail");
+    p.amx_has_tail = whole < p.in_features;
     const Expr tail = p.r_amx_tail;
     p.amx_tail = Func(name + "_amx_tail");
     const Var &o = p.o;
@@ -205,7 +206,8 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
                                "algorithm their bfloat16 operand");
         }
         define_amx_sums(p, amx, name);
-        const Expr amx_sum = bias(o) + p.amx_out(o % kAmxTile, n, o / kAmxTile) + p.amx_tail(o, n);
+        const Expr amx_sum = bias(o) + p.amx_out(o % kAmxTile, n, o / kAmxTile) +
+                             select(p.amx_has_tail, p.amx_tail(o, n), 0.0f);
         if (one_algorithm) {
             sum = amx_sum;
         } else {

@@ -76,10 +76,12 @@ struct ProjectionStage {
     // block) in the shape Halide 21's AMX lowering matches: the tile initialised to 0, both
     // operands loads from buffers, amx_operand the rows clamped, the weights read in place
     // (AmxPath::stored, panels one tile wide: tile t is panel t). amx_out is the tile's copy to
-    // memory; amx_tail the features past the last whole block (r_amx_tail, empty for a
-    // multiple).
+    // memory; amx_tail the features past the last whole block (r_amx_tail), added only where
+    // amx_has_tail holds, so that a schedule specialized on it computes no amx_tail for input
+    // features that are a multiple of kAmxBlock.
     Halide::Func amx_operand, amx_tiles, amx_out, amx_tail;
     Halide::RDom r_amx, r_amx_tail;
+    Halide::Expr amx_has_tail;
     // With AmxPath::min_rows: result is amx_result (bias + amx_out + amx_tail) where amx_rows,
     // the other paths' sum elsewhere.
     Halide::Func amx_result;
