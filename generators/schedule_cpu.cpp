@@ -655,6 +655,13 @@ Func stage_widened_weights(Func staged, int vec) {
 // The bfloat16 or float16 operand of a projection, where it has one.
 void schedule_projection_operand(ProjectionStage &p, int vec) {
     if (!p.operand.defined()) return;
+    // Where the AMX path is the projection's one algorithm, its own bfloat16 copy of the rows
+    // (amx_operand) is the operand's only reader: rounded there, the input is read once, not
+    // copied twice.
+    if (p.amx_tiles.defined() && !p.amx_result.defined() && !p.r_operand.defined()) {
+        p.operand.compute_inline();
+        return;
+    }
     // Rounded once per input element, into a buffer that the register tiles read as they
     // read a float32 input: rounded inline, every broadcast of the tile would round again.
     // In parallel over blocks of rows only for more than a decoding step's: a loop of one
