@@ -232,6 +232,12 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
     return p;
 }
 
+void store_result_as(ProjectionStage &p, const Type &type) {
+    Func stored(p.result.name() + "_stored");
+    stored(p.o, p.n) = cast(type, p.result(p.o, p.n));
+    p.result = stored;
+}
+
 Func weight_panel_view(const Func &stored, const Expr &stored_rows, bool pairs) {
     const int elements = pairs ? kWeightPairs : 1, outputs = weight_panel_outputs(pairs);
     Var column("column"), row("row");
@@ -337,7 +343,7 @@ Func split_heads(const std::string &name, const Func &projected, const Expr &hea
                  const Expr &len) {
     Var d("d"), l("l"), h("h"), b("b");
     Func heads(name);
-    heads(d, l, h, b) = projected(h * head_dim + d, l + b * len);
+    heads(d, l, h, b) = cast<float>(projected(h * head_dim + d, l + b * len));
     return heads;
 }
 

@@ -141,6 +141,10 @@ ProjectionStage define_projection(const std::string &name, const Halide::Func &x
                                   const DirectPath &direct_path = {}, bool float_operand = false,
                                   const StagedPath &staged_path = {}, const AmxPath &amx = {});
 
+// The projection's result stored in `type` (Func p.result becomes the rounding of the sums):
+// for a result that every reader rounds to that type before it multiplies.
+void store_result_as(ProjectionStage &p, const Halide::Type &type);
+
 // round_operand in integer arithmetic, for kernels that take their weights as bits
 // (storage_bits_as_float): the same values, with no 16-bit float type in the kernel.
 Halide::Expr round_operand_bits(const Halide::Expr &x, const Halide::Type &type);
@@ -178,7 +182,8 @@ Halide::Expr round_operand(const Halide::Expr &x, const Halide::Type &type);
 // features, rows of all batches in one sequence.
 Halide::Func as_rows(const Halide::Func &x, const Halide::Expr &len);
 
-// Head split as an index remap: heads(d, l, h, b) = projected(h * head_dim + d, l + b * len).
+// Head split as an index remap: heads(d, l, h, b) = projected(h * head_dim + d, l + b * len),
+// in float32 (a projection may store its result narrower: store_result_as).
 Halide::Func split_heads(const std::string &name, const Halide::Func &projected,
                          const Halide::Expr &head_dim, const Halide::Expr &len);
 
@@ -288,8 +293,9 @@ struct PackedScore {
     bool rounded = false;
     // Defined when the queries and the keys k_source reads are rotations left inline
     // (apply_rope), which the CPU schedules compute where they pack them (q_operand, and
-    // k_transposed or k_panels): true at run time when nothing rotates. Those stages specialize
-    // on it, and are then copies of the projected heads.
+    // k_transposed or k_panels; AMX's keys, which read k_transposed only where keys rotate):
+    // true at run time when nothing rotates. Those stages specialize on it, and are then copies
+    // of the projected heads.
     Halide::Expr sources_unrotated;
 };
 PackedScore define_packed_score(const Halide::Func &q, const Halide::Func &k, const Halide::Func &v,
@@ -359,6 +365,10 @@ AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, co
 // - out_tiles (x, ii, t, kb, qb, h, b): probs_operand x values of feature t * kAmxTile + x over
 //   the key block's keys in blocks of kAmxBlock (r_out), up to the last visible one; out is its
 //   copy to memory, which block_out reads.
+// AmxAttention's keys and values rows come in groups of this many, each within one tile's run
+// (a run's pair rows are a multiple of it): a schedule that splits the rows by it finds each
+// group's tile, head and item once.
+constexpr int kAmxRowGroup = 16;
 struct AmxAttention {
     Halide::Func queries, keys, values, score_tiles, score, out_tiles, out;
     Halide::RDom r_score, r_out;
@@ -413,14 +423,16 @@ struct FlashAttentionStage {
 // as define_packed_score's, with the probabilities rounded likewise (probs_operand).
 // amx_kv_heads, defined for bfloat16 products in pairs (not float_operand), takes the two
 // products in AMX tiles (AmxAttention) over that many key/value heads; key_block is then a
-// multiple of kAmxBlock, and the blocks shrink to multiples of it.
+// multiple of kAmxBlock, and the blocks shrink to multiples of it. sources_unrotated: as
+// PackedScore's, which it becomes.
 FlashAttentionStage define_flash_attention(
     const Halide::Func &q, const Halide::Func &k, const Halide::Func &v, const Halide::Expr &dk,
     const Halide::Expr &dv, const Halide::Expr &q_len, const Halide::Expr &kv_len,
     const Halide::Expr &group, const Halide::Expr &scale, const MaskInputs &mask,
     const Halide::Expr &query_block, int key_block, bool fixed_blocks = false,
     const Halide::Type &products = Halide::Float(32), int value_tile = 0,
-    bool float_operand = false, const Halide::Expr &amx_kv_heads = Halide::Expr());
+    bool float_operand = false, const Halide::Expr &amx_kv_heads = Halide::Expr(),
+    const Halide::Expr &sources_unrotated = Halide::Expr());
 
 // The two halves of AmxAttention (stages_flash_amx.cpp), for define_flash_attention: the score
 // (a.packed.score is replaced) and then, once a.probs_operand exists, a.block_out.

@@ -10,13 +10,11 @@ namespace attngen {
 
 using namespace Halide;
 
-FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const Func &v,
-                                           const Expr &dk, const Expr &dv, const Expr &q_len,
-                                           const Expr &kv_len, const Expr &group, const Expr &scale,
-                                           const MaskInputs &mask, const Expr &query_block,
-                                           int key_block, bool fixed_blocks, const Type &products,
-                                           int value_tile, bool float_operand,
-                                           const Expr &amx_kv_heads) {
+FlashAttentionStage define_flash_attention(
+    const Func &q, const Func &k, const Func &v, const Expr &dk, const Expr &dv, const Expr &q_len,
+    const Expr &kv_len, const Expr &group, const Expr &scale, const MaskInputs &mask,
+    const Expr &query_block, int key_block, bool fixed_blocks, const Type &products, int value_tile,
+    bool float_operand, const Expr &amx_kv_heads, const Expr &sources_unrotated) {
     const bool amx = amx_kv_heads.defined();
     // AMX's products reduce whole blocks of kAmxBlock keys.
     const int key_multiple = amx ? kAmxBlock : kReductionLanes;
@@ -49,6 +47,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len, group, products,
                                    !fixed_blocks && (products == Float(32) || float_operand),
                                    value_tile, float_operand);
+    a.packed.sources_unrotated = sources_unrotated;
     const Expr num_blocks = (kv_len + (kblock - 1)) / kblock;
     if (amx) define_amx_score(a, q, dk, q_len, amx_kv_heads, num_blocks * (kblock / kAmxTile));
     const MaskedLogits logits = define_masked_logits(a.packed.score, scale, mask, q_len, kv_len);

@@ -14,8 +14,10 @@ struct TileRun {
     Expr pair, tile, head, item;
 };
 TileRun tile_run(const Expr &row, const Expr &pair_rows, const Expr &tiles, const Expr &kv_heads) {
-    const Expr run = row / pair_rows, heads = run / tiles;
-    return {row % pair_rows, run % tiles, heads % kv_heads, heads / kv_heads};
+    const Expr group = row / kAmxRowGroup, group_rows = pair_rows / kAmxRowGroup;
+    const Expr run = group / group_rows, heads = run / tiles;
+    return {(group % group_rows) * kAmxRowGroup + row % kAmxRowGroup, run % tiles, heads % kv_heads,
+            heads / kv_heads};
 }
 
 // The first row of the run of tile t of query head h's key/value head in item b.
@@ -43,13 +45,21 @@ void define_amx_score(FlashAttentionStage &a, const Func &q, const Expr &dk, con
     m.queries(f, i, h, b) = cast(bf16, select(m.whole_query_blocks, q(f, row, h, b),
                                               select(f < dk, q(min(f, dk - 1), row, h, b), 0.0f)));
     const TileRun run = tile_run(m.row, pair_rows, key_tiles, kv_heads);
-    const Expr feature = 2 * run.pair + e;
+    const Expr feature = 2 * run.pair + e, feature_read = min(feature, dk - 1);
+    const Expr key = run.tile * kAmxTile + x;
+    // Unrotated keys are read where the projection left them, 16 keys' rows per vector (a
+    // gather): with a copy into k_transposed first, that copy took 5% of the bfloat16 forward at
+    // bert-512-b8 (perf). Rotated keys still come from k_transposed, which reads each
+    // rotation's operands as vectors along the features (gathered here, a rotation reads the
+    // partner feature and two tables besides).
+    Expr source = a.packed.k_source(feature_read, key, run.head, run.item);
+    const Expr &unrotated = a.packed.sources_unrotated;
+    if (unrotated.defined()) {
+        source =
+            select(unrotated, source, a.packed.k_transposed(key, feature_read, run.head, run.item));
+    }
     m.keys = Func("amx_keys");
-    m.keys(e, x, m.row) =
-        select(feature < dk,
-               cast(bf16, a.packed.k_transposed(run.tile * kAmxTile + x, min(feature, dk - 1),
-                                                run.head, run.item)),
-               zero);
+    m.keys(e, x, m.row) = select(feature < dk, cast(bf16, source), zero);
     m.r_score = RDom(0, kAmxBlock, 0, blocks, "r_amx_score");
     const RVar &in_block = m.r_score.x;
     const Expr f_r = m.r_score.y * kAmxBlock + in_block;
