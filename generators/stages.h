@@ -348,6 +348,11 @@ AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, co
                                 const Halide::Expr &group, const Halide::Expr &scale,
                                 const MaskInputs &mask, int value_tile = 0);
 
+// AmxAttention's keys and values rows come in groups of this many, each within one tile's run
+// (a run's pair rows are a multiple of it): a schedule that splits the rows by it finds each
+// group's tile, head and item once.
+constexpr int kAmxRowGroup = 16;
+
 // The flash kernel's two products in Intel AMX tiles (define_flash_attention's amx_kv_heads;
 // stages_flash_amx.cpp), in the shapes Halide 21's AMX lowering matches (see ProjectionStage's
 // amx_tiles): tiles initialised to 0, both operands plain loads, the right-hand one a 3-D
@@ -365,10 +370,6 @@ AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, co
 // - out_tiles (x, ii, t, kb, qb, h, b): probs_operand x values of feature t * kAmxTile + x over
 //   the key block's keys in blocks of kAmxBlock (r_out), up to the last visible one; out is its
 //   copy to memory, which block_out reads.
-// AmxAttention's keys and values rows come in groups of this many, each within one tile's run
-// (a run's pair rows are a multiple of it): a schedule that splits the rows by it finds each
-// group's tile, head and item once.
-constexpr int kAmxRowGroup = 16;
 struct AmxAttention {
     Halide::Func queries, keys, values, score_tiles, score, out_tiles, out;
     Halide::RDom r_score, r_out;
