@@ -61,8 +61,10 @@ void AddStorageErrors(std::vector<double> &error, const std::vector<double> &sto
 // carry both inputs' errors, plus the rounding of two products and a sum and the error of a
 // float cos and sin of an angle reduced to [-pi, pi] (each about u): 16 u of |x_a| + |x_p|
 // covers them with room, and |x_a| + |x_p| <= sqrt(2) (|r_a| + |r_p|) for the rotated pair r.
+// input_rounding: the unit roundoff of a rounding of the heads before the rotation (a CPU's
+// bfloat16 forward stores its projected heads in bfloat16), u_p (|x_a| + |x_p|) more per pair.
 void AddRopeErrors(std::vector<double> &error, const std::vector<double> &rotated, int rows,
-                   int head_dim, const attngen_ref::MhaDims &d) {
+                   int head_dim, const attngen_ref::MhaDims &d, double input_rounding) {
     if (d.rope == ATTNGEN_ROPE_NONE) return;
     const int half = d.rotary_dim / 2;
     for (int r = 0; r < rows; ++r) {
@@ -71,7 +73,9 @@ void AddRopeErrors(std::vector<double> &error, const std::vector<double> &rotate
         for (int k = 0; k < half; ++k) {
             const int a = d.rope == ATTNGEN_ROPE_HALF ? k : 2 * k;
             const int p = d.rope == ATTNGEN_ROPE_HALF ? k + half : 2 * k + 1;
-            const double bound = e[a] + e[p] + 16 * u * (std::fabs(x[a]) + std::fabs(x[p]));
+            const double bound =
+                e[a] + e[p] +
+                (16 * u + std::sqrt(2.0) * input_rounding) * (std::fabs(x[a]) + std::fabs(x[p]));
             e[a] = e[p] = bound;
         }
     }
@@ -198,9 +202,11 @@ MhaBounds MhaErrorBounds(const attngen_mha_config &config, const attngen_ref::Mh
         attngen_ref::split_heads(ProjectionErrors(batch * kv_len, d.vdim, d.v_inner(), value, w.wv,
                                                   bias ? w.bv : nullptr, rounding),
                                  batch, kv_len, d.num_kv_heads, vhd);
-    AddRopeErrors(q_error, ref.q_heads, batch * d.num_heads * q_len, d.head_dim, d);
-    AddRopeErrors(k_error, ref.k_heads, batch * d.num_kv_heads * kv_len, d.head_dim, d);
     const bool bfloat16_products = config.precision == ATTNGEN_PRECISION_BF16;
+    const double heads_rounding = bfloat16_products ? rounding.unit_roundoff : 0.0;
+    AddRopeErrors(q_error, ref.q_heads, batch * d.num_heads * q_len, d.head_dim, d, heads_rounding);
+    AddRopeErrors(k_error, ref.k_heads, batch * d.num_kv_heads * kv_len, d.head_dim, d,
+                  heads_rounding);
     if (cached_keys_values || bfloat16_products) {
         AddStorageErrors(k_error, ref.k_heads, rounding);
         AddStorageErrors(v_error, ref.v_heads, rounding);
