@@ -467,7 +467,9 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         // (scripts/ab_runs.py, 2 rounds, Intel Xeon with AMX, 2 threads: mha_forward_bf16
         // bert-512-b8 1.04x, bert-512 and gpt2-causal 1.05x, tutorial level). Rotated heads are
         // then rotated from the rounded values and rounded again. With the weights output the
-        // attention multiplies float32 (define_attention), and takes the heads unrounded.
+        // attention multiplies float32 (define_attention), and takes the heads unrounded; an
+        // autoscheduled kernel (no flash kernel either) takes them rounded, as bfloat16 products
+        // would.
         if (precision == Precision::BF16 && !weights_output && !get_target().has_gpu_feature()) {
             for (ProjectionStage *p : {&pq, &pk, &pv}) store_result_as(*p, BFloat(16));
         }

@@ -34,7 +34,7 @@ struct ProjectionStage {
     // pair, and r.y, the pair, so that a schedule can reduce each pair in one vdpbf16ps lane.
     // Otherwise r.x is the feature d within a group and r.y the group.
     bool paired = false;
-    Halide::Func result;   // result(o, n)
+    Halide::Func result;   // result(o, n), float32 unless store_result_as stored it narrower
     Halide::Func weights;  // w_t as define_projection was given it, for a schedule to stage
     Halide::Var o{"o"}, n{"n"};
     Halide::RDom r;
