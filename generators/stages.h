@@ -318,8 +318,11 @@ MaskedLogits define_masked_logits(const Halide::Func &score, const Halide::Expr 
                                   const MaskInputs &mask, const Halide::Expr &q_len,
                                   const Halide::Expr &kv_len);
 
-// exp(x) for x <= 0, exactly 0 where float exp underflows.
-Halide::Expr exp_nonpositive(const Halide::Expr &x);
+// exp(x) for x <= 0, exactly 0 where float exp underflows. With `products` a 16-bit type (the
+// results are rounded to it before they are multiplied), a shorter polynomial of a coarser
+// error that the rounding dwarfs (stages.cpp).
+Halide::Expr exp_nonpositive(const Halide::Expr &x,
+                             const Halide::Type &products = Halide::Float(32));
 
 // Scaled score, masked softmax and weights x values for projected heads
 // q(d, i, h, b), k(d, j, hk, b), v(c, j, hk, b), query head h reading key/value head h / group.

@@ -112,9 +112,11 @@ FlashAttentionStage define_flash_attention(
     // task at sdpa/bert-512.)
     const Expr block_max = a.block_max(kb, ii, qb, h, b);
     const Expr shift = select(block_max == lowest, 0.0f, block_max);
+    // Probabilities rounded to the products' type (below) take an exp to match that type.
+    const Type probs_rounded_to = a.packed.paired || a.packed.rounded ? products : Float(32);
     a.block_probs = Func("block_probs");
     a.block_probs(jj, kb, ii, qb, h, b) =
-        exp_nonpositive(a.block_logits(jj, kb, row, h, b) - shift);
+        exp_nonpositive(a.block_logits(jj, kb, row, h, b) - shift, probs_rounded_to);
     a.sum_lanes = Func("sum_lanes");
     a.sum_lanes(u, kb, ii, qb, h, b) = 0.0f;
     a.sum_lanes(u, kb, ii, qb, h, b) += a.block_probs(lane_key, kb, ii, qb, h, b);
