@@ -737,9 +737,11 @@ void schedule_projection_amx(ProjectionStage &p, const Expr &output_features) {
     const int vec = kAmxTile;
     const Var &n = p.n, &o = p.o;
     Var f = p.amx_operand.args()[0], m = p.amx_operand.args()[1];
-    p.amx_operand.compute_root()
-        .vectorize(f, vec, TailStrategy::GuardWithIf)
-        .parallel(m, kOperandRowsPerTask, TailStrategy::GuardWithIf);
+    if (!p.amx_operand.function().same_as(p.operand.function())) {
+        p.amx_operand.compute_root()
+            .vectorize(f, vec, TailStrategy::GuardWithIf)
+            .parallel(m, kOperandRowsPerTask, TailStrategy::GuardWithIf);
+    }
     Func result = p.amx_result.defined() ? p.amx_result : p.result;
     if (!p.amx_result.defined()) {
         const Expr padded_features = ceil_div(p.out_features, kWeightPadding) * kWeightPadding;

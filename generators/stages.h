@@ -74,7 +74,8 @@ struct ProjectionStage {
     // amx_tail(o, n). amx_tiles(xi, n, t), a tile of kAmxTile outputs t * kAmxTile + xi by
     // kAmxTile rows, sums whole blocks of kAmxBlock input features (r_amx: feature in block,
     // block) in the shape Halide 21's AMX lowering matches: the tile initialised to 0, both
-    // operands loads from buffers, amx_operand the rows clamped, the weights read in place
+    // operands loads from buffers, amx_operand the rows clamped (the operand itself where its
+    // update merges several groups into bfloat16 rows), the weights read in place
     // (AmxPath::stored, panels one tile wide: tile t is panel t). amx_out is the tile's copy to
     // memory; amx_tail the features past the last whole block (r_amx_tail), added only where
     // amx_has_tail holds, so that a schedule specialized on it computes no amx_tail for input
