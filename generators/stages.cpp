@@ -493,8 +493,9 @@ Expr exp_nonpositive(const Expr &x, const Type &products) {
         // That is under 1.5% of float16's unit roundoff (2^-11) and 0.2% of bfloat16's (2^-8),
         // and under the 8e-6 that the error bounds allow any exp (tests/test_util.h). The sums
         // that normalize the probabilities add the same values. scripts/ab_runs.py, 3 rounds,
-        // 2 threads, Intel Xeon with AMX, old/new: mha_forward_bf16/ long-single 1.05x,
-        // gpt2-causal 1.04x, long-causal 1.02x, bert-512-b8 1.01x, bert-512 1.00x.
+        // 2 threads, Intel Xeon with AMX, old/new (bench/runs/bf16-exp-half-intel/):
+        // mha_forward_bf16/ long-single 1.08x, gpt2-causal 1.06x, bert-512 1.05x, long-causal
+        // and bert-128 1.03x, bert-512-b8 1.02x, tutorial 1.00x.
         poly = (((0.04151374f * r + 0.1678746f) * r + 0.50003016f) * r + 0.99996686f) * r + 1.0f;
     } else {
         const Expr r2 = r * r;
