@@ -20,8 +20,9 @@ double measure_fma_peak(int threads, double seconds, PeakIsa isa = PeakIsa::kNat
 
 // The peak of the variant the kernels run: ATTNGEN_CPU_DISPATCH=avx2 or sse41 (baseline is
 // SSE2 and counts as sse41's peak, a bound it cannot exceed) or else the native one;
-// measure_fma_peak(2, 0.5, that), measured once per process. A variant's rates are fractions
-// of its own peak: the AVX2 variant on an AVX-512 machine is measured against AVX2 FMAs.
+// the best of three measure_fma_peak(2, 0.2, that), measured once per process. A variant's rates
+// are fractions of its own peak: the AVX2 variant on an AVX-512 machine is measured against AVX2
+// FMAs.
 double fma_peak_gflops();
 
 }  // namespace attngen_bench
