@@ -2,7 +2,10 @@
 
 #include <dlfcn.h>
 
+#include <chrono>
+
 #include <cstring>
+#include <thread>
 
 namespace attngen_test {
 namespace {
@@ -255,6 +258,42 @@ class OpenClGpu : public AppGpu {
 };
 
 }  // namespace
+
+namespace {
+constexpr auto kPoll = std::chrono::milliseconds(10);
+constexpr auto kSettle = std::chrono::milliseconds(200);
+constexpr auto kGiveUp = std::chrono::seconds(5);
+}  // namespace
+
+int AppGpu::SettledContextReferences() {
+    Finish();
+    const auto start = std::chrono::steady_clock::now();
+    int count = ContextReferences();
+    auto unchanged_since = start;
+    while (count >= 0 && std::chrono::steady_clock::now() - start < kGiveUp) {
+        std::this_thread::sleep_for(kPoll);
+        const int now = ContextReferences();
+        const auto at = std::chrono::steady_clock::now();
+        if (now != count) {
+            count = now;
+            unchanged_since = at;
+        } else if (at - unchanged_since >= kSettle) {
+            break;
+        }
+    }
+    return count;
+}
+
+int AppGpu::ContextReferencesOnceAt(int expected) {
+    Finish();
+    const auto start = std::chrono::steady_clock::now();
+    int count = ContextReferences();
+    while (count != expected && std::chrono::steady_clock::now() - start < kGiveUp) {
+        std::this_thread::sleep_for(kPoll);
+        count = ContextReferences();
+    }
+    return count;
+}
 
 std::unique_ptr<AppGpu> AppGpu::Create(attngen_device device, std::string *why_not) {
     switch (device) {
