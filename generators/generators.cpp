@@ -909,7 +909,9 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         const CpuScheduleKnobs knobs = resolve_cpu_knobs(cpu_knobs(), get_target());
         DecodeAttentionStage a = define_decode_attention(
             decode_inputs(q, keys, values, n), knobs.decode_split_keys, DecodeSplit::ShrinkToCall);
-        if (!using_autoscheduler()) schedule_decode_attention_cpu(a, get_target(), cpu_knobs());
+        if (!using_autoscheduler()) {
+            schedule_decode_attention_cpu(a, get_target(), cpu_knobs(), storage_type(precision));
+        }
         const Func prompt = cache_flash_attention(q, keys, values, n);
         // llama3-8b shape (32 heads over 8 KV heads of 128), float32, Zen 4, ms per query at
         // 63 queries (split-KV) against 64 (flash): 4000 cached positions 0.81 against 0.75,

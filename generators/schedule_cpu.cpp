@@ -984,7 +984,7 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
 }
 
 void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target,
-                                   const CpuScheduleKnobs &requested) {
+                                   const CpuScheduleKnobs &requested, const Type &cache_element) {
     const CpuScheduleKnobs knobs = resolve_cpu_knobs(requested, target);
     const int vec = vector_width(target);
     const Var &j = a.j, &r = a.r, &c = a.c, &d = a.d, &hk = a.hk, &b = a.b, &u = a.u, &s = a.s;
@@ -1006,8 +1006,23 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
     // blocks read two runs 16 KiB apart (float32, 128-wide heads). decode/long-decode, 2
     // threads, Zen 5, scripts/ab_runs.py, 3 rounds, 2 vectors of 16 keys against 4: float32
     // 7.72 -> 7.05 ms (1.10x), bfloat16 4.73 -> 4.13 ms (1.13x); llama3-8b-decode level.
-    const int score_rows = std::min(knobs.score_rows, kDecodeTileRows);
+    // Where a whole block's tile of kDecodeTileRows rows does not fit (AVX2, SSE), a float32
+    // cache gives up rows before keys: a step of a block is 32 floats, two cache lines, and a
+    // tile of half the block read one line of each pair in a pass 128 bytes apart, the other in
+    // a second pass, each a stream of half the lines from memory. With the whole block in tiles
+    // of 2 rows, each pass reads every line in turn (the second row tile from L1).
+    // scripts/ab_runs.py, AVX2 variant, 2 threads, Zen 3, 4 vectors x 2 rows against 2 x 4:
+    // decode/long-decode 1.16x and 1.17x (two runs of 3 and 4 rounds, 6 of 7 rounds above
+    // 1.09x), llama3-8b-decode-b8 1.07x, llama3-8b-decode 1.02x, gpt2-decode 1.06x (one-row
+    // tiles of 4 vectors). A 16-bit cache's step is one line, which both passes read, and
+    // halving the rows doubled the widening of each key vector instead: decode_bf16/long-decode
+    // 0.94x (4 rounds), so those keep the rows. Not measured on aarch64 (qemu's timings mean
+    // nothing), whose tiles stay as they were.
+    int score_rows = std::min(knobs.score_rows, kDecodeTileRows);
     int score_vectors = std::max(1, kCacheKeyBlock / vec);
+    if (target.arch == Target::X86 && cache_element.bits() == 32) {
+        while (score_rows > 2 && !tile_fits(score_vectors, score_rows, target)) score_rows /= 2;
+    }
     while (score_vectors > 1 && !tile_fits(score_vectors, score_rows, target)) score_vectors /= 2;
     // One query row (a step of multi-head attention without grouped heads) gets tiles of one
     // row: the tiles of several rows computed the last row again in the others, 4x the score's

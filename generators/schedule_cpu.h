@@ -84,9 +84,10 @@ void schedule_rope_angles_cpu(Halide::Func angles, const Halide::Target &target,
 
 // Schedules the decode attention (define_decode_attention): one parallel task per (split,
 // key/value head, batch row), the merge per (key/value head, batch row). a.out is inlined into
-// its consumer (the output projection).
+// its consumer (the output projection). `cache_element` is the type the KV cache holds.
 void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Halide::Target &target,
-                                   const CpuScheduleKnobs &knobs);
+                                   const CpuScheduleKnobs &knobs,
+                                   const Halide::Type &cache_element);
 
 // The rows an append writes into the KV cache, (.., .., kv head, batch), `positions` for each
 // of `items`, in parallel over (kv head, batch) only for more rows than a decoding step
