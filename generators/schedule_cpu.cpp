@@ -1012,12 +1012,12 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
     // a second pass, each a stream of half the lines from memory. With the whole block in tiles
     // of 2 rows, each pass reads every line in turn (the second row tile from L1).
     // scripts/ab_runs.py, AVX2 variant, 2 threads, Zen 3, 4 vectors x 2 rows against 2 x 4:
-    // decode/long-decode 1.16x and 1.17x (two runs of 3 and 4 rounds, 6 of 7 rounds above
-    // 1.09x), llama3-8b-decode-b8 1.07x, llama3-8b-decode 1.02x, gpt2-decode 1.06x (one-row
+    // decode/long-decode 1.16x and 1.17x (two runs of 3 and 4 rounds, 6 of 7 rounds at 1.09x
+    // or more), llama3-8b-decode-b8 1.07x, llama3-8b-decode 1.02x, gpt2-decode 1.06x (one-row
     // tiles of 4 vectors). A 16-bit cache's step is one line, which both passes read, and
     // halving the rows doubled the widening of each key vector instead: decode_bf16/long-decode
-    // 0.94x (4 rounds), so those keep the rows. Not measured on aarch64 (qemu's timings mean
-    // nothing), whose tiles stay as they were.
+    // 0.96x and 0.94x (two runs of 4 rounds), so those keep the rows. Not measured on aarch64
+    // (qemu's timings mean nothing), whose tiles stay as they were.
     int score_rows = std::min(knobs.score_rows, kDecodeTileRows);
     int score_vectors = std::max(1, kCacheKeyBlock / vec);
     if (target.arch == Target::X86 && cache_element.bits() == 32) {

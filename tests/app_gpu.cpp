@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 
 #include <chrono>
-
 #include <cstring>
 #include <thread>
 
@@ -257,12 +256,10 @@ class OpenClGpu : public AppGpu {
     cl_command_queue queue_ = nullptr, second_queue_ = nullptr;
 };
 
-}  // namespace
-
-namespace {
 constexpr auto kPoll = std::chrono::milliseconds(10);
 constexpr auto kSettle = std::chrono::milliseconds(200);
 constexpr auto kGiveUp = std::chrono::seconds(5);
+
 }  // namespace
 
 int AppGpu::SettledContextReferences() {

@@ -34,10 +34,11 @@ class AppGpu {
     // no such count (CUDA).
     virtual int ContextReferences() const = 0;
 
-    // PoCL drops the references its commands hold on the context from its own worker thread,
-    // after clFinish has returned; on a loaded machine a few stay counted for a while (seen in
-    // CI: 12 where 7 were expected, 0.3 s after the release). These read the count once those
-    // have gone. The count once it has held still for a while (at most a few seconds):
+    // A count read right after clFinish can still hold references that the driver drops a
+    // moment later (likely PoCL's worker thread releasing its finished commands): CI once read
+    // 12 where 7 were expected, 0.3 s after a release, on a loaded 2-core machine. These read
+    // the count once such references have gone. The count once it has held still for 200 ms
+    // (at most 5 s):
     int SettledContextReferences();
     // The count once it equals `expected`, or the last one read after a few seconds.
     int ContextReferencesOnceAt(int expected);
