@@ -615,7 +615,7 @@ class LinearGenerator : public AttngenGenerator<LinearGenerator> {
 
 // Keys and values appended to a KV cache (attngen_kv_cache_append): both projections, the keys
 // rotated at positions(b) + l. k_rows (l, d, hk, b) is laid out as the cache keeps keys,
-// positions innermost; v_rows (c, l, hk, b) as it keeps values.
+// positions innermost; v_rows (c, l, hk, b) features innermost, copied into the cache's panels.
 class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
   public:
     GeneratorParam<Precision> precision{"precision", Precision::F32, kPrecisionNames};
@@ -705,7 +705,11 @@ void set_cache_estimates(KeyBuffer &k_cache, ValueBuffer &v_cache) {
                            {0, kEstPositions / kCacheKeyBlock},
                            {0, kEstHeads},
                            {0, 1}});
-    v_cache.set_estimates({{0, kEstHeadDim}, {0, kEstPositions}, {0, kEstHeads}, {0, 1}});
+    v_cache.set_estimates({{0, kCacheValuePanel},
+                           {0, kEstPositions},
+                           {0, kEstHeadDim / kCacheValuePanel},
+                           {0, kEstHeads},
+                           {0, 1}});
 }
 
 // Rows from attngen_kv_project written into a KV cache that lives on a GPU: a scatter into the
@@ -722,7 +726,8 @@ class KvStoreGenerator : public AttngenGenerator<KvStoreGenerator> {
     // The cache, laid out as attngen_mha_decode reads it.
     // (kCacheKeyBlock, head_dim, blocks, kv_heads, max_batch)
     Output<Buffer<void, 5>> k_cache{"k_cache"};
-    Output<Buffer<void, 4>> v_cache{"v_cache"};  // (v_head_dim, max_len, kv_heads, max_batch)
+    // (kCacheValuePanel, max_len, panels, kv_heads, max_batch): feature c is (c % panel, c / panel)
+    Output<Buffer<void, 5>> v_cache{"v_cache"};
 
     void configure() {
         const Type t = cache_buffer_type(precision, get_target());
@@ -740,11 +745,11 @@ class KvStoreGenerator : public AttngenGenerator<KvStoreGenerator> {
         Var p("p"), d("d"), blk("blk"), hk("hk"), it("it"), c("c");
         // Undefined: the positions not appended to keep what the cache held.
         k_cache(p, d, blk, hk, it) = undef(stored);
-        v_cache(c, p, hk, it) = undef(stored);
+        v_cache(c, p, blk, hk, it) = undef(stored);
         // Clamped so that Halide can bound the writes; the runtime passes positions and items
         // inside the cache.
         const auto item_of = [&](const Expr &row) {
-            return clamp(items(row), 0, v_cache.dim(3).extent() - 1);
+            return clamp(items(row), 0, v_cache.dim(4).extent() - 1);
         };
         const auto position_of = [&](const Expr &row, const Expr &l) {
             return clamp(positions(row) + l, 0, v_cache.dim(1).extent() - 1);
@@ -756,8 +761,8 @@ class KvStoreGenerator : public AttngenGenerator<KvStoreGenerator> {
                 item_of(rk.w)) = k_rows(rk.x, rk.y, rk.z, rk.w);
         RDom rv(0, v_rows.dim(0).extent(), 0, v_rows.dim(1).extent(), 0, v_rows.dim(2).extent(), 0,
                 v_rows.dim(3).extent(), "rv");
-        v_cache(rv.x, position_of(rv.w, rv.y), rv.z, item_of(rv.w)) =
-            v_rows(rv.x, rv.y, rv.z, rv.w);
+        v_cache(rv.x % kCacheValuePanel, position_of(rv.w, rv.y), rv.x / kCacheValuePanel, rv.z,
+                item_of(rv.w)) = v_rows(rv.x, rv.y, rv.z, rv.w);
 
         k_rows.set_estimates({{0, 1}, {0, kEstHeadDim}, {0, kEstHeads}, {0, 1}});
         v_rows.set_estimates({{0, kEstHeadDim}, {0, 1}, {0, kEstHeads}, {0, 1}});
@@ -801,7 +806,8 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
     Input<Buffer<float, 1>> bq{"bq"}, bo{"bo"};
     // (kCacheKeyBlock, head_dim, blocks, kv_heads, max_batch): position p is (p % block, p / block)
     Input<Buffer<void, 5>> k_cache{"k_cache"};
-    Input<Buffer<void, 4>> v_cache{"v_cache"};     // (v_head_dim, max_len, kv_heads, max_batch)
+    // (kCacheValuePanel, max_len, panels, kv_heads, max_batch): feature c is (c % panel, c / panel)
+    Input<Buffer<void, 5>> v_cache{"v_cache"};
     Input<Buffer<int32_t, 1>> items{"items"};      // (batch)
     Input<Buffer<int32_t, 1>> lengths{"lengths"};  // (batch): the positions each item holds
     Input<int> num_heads{"num_heads", 1, 1, 1 << 16};
@@ -849,8 +855,13 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         keys(j, kd, khk, kitem) =
             widened(blocked_keys(j % kCacheKeyBlock, kd, j / kCacheKeyBlock, khk, kitem));
         const Func cached_values = bounded(v_cache);
+        // Every feature from 0 reads inside the cache (DecodeInputs::v_cache): past the head,
+        // the last panel's padding, then the last panel again. A vector of a tile's features
+        // lies in one panel, so Halide loads it whole.
         Func values("cached_values");
-        values(kd, j, khk, kitem) = widened(cached_values(kd, j, khk, kitem));
+        const Expr last_panel = v_cache.dim(2).extent() - 1;
+        values(kd, j, khk, kitem) = widened(cached_values(
+            kd % kCacheValuePanel, j, clamp(kd / kCacheValuePanel, 0, last_panel), khk, kitem));
         const Func attention_out = t.has_gpu_feature() ? cache_attention_gpu(qr, keys, values, n)
                                                        : cache_attention_cpu(qr, keys, values, n);
 

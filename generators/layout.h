@@ -117,6 +117,19 @@ constexpr int kKeyPanel = kReductionLanes;
 // tile, read front to back. It is a multiple of every vector width in use.
 constexpr int kCacheKeyBlock = 32;
 
+// A KV cache stores its values in panels of this many features, (feature % panel, position,
+// panel, kv head, item), the last panel padded with zeros: a decode tile of a panel's features
+// reads one contiguous run over its keys. With features innermost, a row of 128 float32
+// features was 512 bytes, and the AVX2 variant's tiles (4 vectors of 8 features by 2 rows) read
+// it in four passes of 128 bytes, each a stream of every fourth pair of lines. The loop
+// modelled in C++ (bench/cpu_experiments/decode_value_layout_model.cpp, long-decode's 128 MiB of
+// values, 2 threads, Zen 3): 5.0-7.0 GB/s in rows against 6.5-12.8 in panels (1.29-2.17x per
+// round, 8 rounds), a plain read 10.4-17.2. 32 features are one AVX2 or NEON value tile and a
+// quarter of an AVX-512 one (four runs side by side); a float32 panel step is two cache lines,
+// a 16-bit one one. Heads that are not a multiple of it pay its padding in memory (80 features
+// take 96).
+constexpr int kCacheValuePanel = 32;
+
 // A cached forward (attngen_mha_forward_cached) of at least this many queries per item, a
 // prompt, runs the flash kernel on CPUs; with fewer, the steps of decoding, the split-KV kernel
 // (MhaDecodeGenerator). Against a long cache it takes one query per kCacheFlashKeysPerQuery

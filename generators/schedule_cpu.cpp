@@ -1056,21 +1056,14 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
     };
     const int narrow = value_vectors(kDecodeNarrowValueTile);
     const int wide = value_vectors(kDecodeWideValueTile);
-    // A tile's columns past the head are read at its last feature (the algorithm's clamp),
-    // which makes every load of a tile that may pass it a gather: for 16-bit values one
-    // vpinsrw per element. In a call whose head is exactly kDecodeNarrowValueTile wide that
-    // clamp is a constant no-op, so the tiles load whole vectors. Without this specialization
-    // gpt2-decode (64-wide heads, one tile of 64) gathered every value: its bfloat16 step took
-    // longer than its float32 one (0.262 against 0.173 ms, one run, Zen 5), with the decode
-    // kernel 62% of the samples. With it, decode_bf16/gpt2-decode took 0.48x the time
-    // (scripts/ab_runs.py, 4 rounds: 0.252 -> 0.120 ms); float32 and the 128-wide shapes were
-    // level. The one-row tiles then: gpt2-decode 1.05x faster in float32, 1.07x in bfloat16.
-    const Expr exact = a.dv == kDecodeNarrowValueTile, wider = a.dv > kDecodeNarrowValueTile;
-    std::vector<TileShape> shapes = {{one_row && exact, narrow, 1}, {exact, narrow, 2}};
-    if (wide != narrow) {
-        shapes.insert(shapes.begin() + 1, {one_row && wider, wide, 1});
-        shapes.push_back({wider, wide, 2});
-    }
+    // A tile's columns past the head read the padding of the cache's last panel (layout.h,
+    // kCacheValuePanel), so every tile loads whole vectors, whatever the head size. (With the
+    // columns clamped to the head, every load of a tile that might pass it had been a gather:
+    // gpt2-decode's bfloat16 step, 64-wide heads, took 0.252 ms against 0.120 with a
+    // specialization for heads of exactly 64, one run, Zen 5.)
+    const Expr wider = a.dv > kDecodeNarrowValueTile;
+    std::vector<TileShape> shapes;
+    if (wide != narrow) shapes = {{one_row && wider, wide, 1}, {wider, wide, 2}};
     shapes.push_back({one_row, narrow, 1});
     schedule_register_tile_at(a.split_acc, at, c, r, a.r_keys, narrow, 2, vec, shapes);
 

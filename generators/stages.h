@@ -455,7 +455,9 @@ void define_amx_block_out(FlashAttentionStage &a, const Halide::Func &v, const H
 struct DecodeInputs {
     Halide::Func q;        // (d, i, h, b): the projected, rotated queries
     Halide::Func k_cache;  // (j, d, hk, item): keys, positions innermost
-    Halide::Func v_cache;  // (c, j, hk, item)
+    // (c, j, hk, item), read for every c >= 0 (register tiles round the head up); features
+    // past dv may hold anything finite: their columns are computed and discarded.
+    Halide::Func v_cache;
     Halide::Func items;    // (b) -> the cache item of batch row b
     Halide::Func lengths;  // (b) -> the positions that item holds, n_b
     Halide::Expr dk, dv, q_len, group, scale;

@@ -105,9 +105,10 @@ DecodeAttentionStage define_decode_attention(const DecodeInputs &in, int split_k
     const Expr split_key = s * split + a.r_keys;
     a.split_acc = Func("decode_split_acc");
     a.split_acc(c, s, r, hk, b) = 0.0f;
+    // Not clamped to the head (DecodeInputs::v_cache): a clamp of a tile's features made each
+    // vector a gather, where the head is not a multiple of the tile.
     a.split_acc(c, s, r, hk, b) +=
-        a.probs(a.r_keys, s, r, hk, b) *
-        in.v_cache(clamp(c, 0, in.dv - 1), min(split_key, in.max_len - 1), hk, item);
+        a.probs(a.r_keys, s, r, hk, b) * in.v_cache(c, min(split_key, in.max_len - 1), hk, item);
     // A split's result: its dv outputs, then its maximum and its sum as two more columns. The
     // merge reads all three after every split's task has run, and a Func computed inside the
     // task could not be read there.

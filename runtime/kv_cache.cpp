@@ -3,8 +3,9 @@
 //
 // Layout, chosen for the decode kernel: keys [item][kv_head][blocks][head_dim][kCacheKeyBlock]
 // (positions innermost, so a block of keys is a run of whole vectors for the scores), values
-// [item][kv_head][max_len][v_head_dim] (features innermost, for probs x values). Elements are
-// of the handle's precision: float32, or the bits of bfloat16 or float16. A GPU handle's cache
+// [item][kv_head][panels][max_len][kCacheValuePanel] (a run of positions per panel of features,
+// for the probs x values tiles; the last panel padded with zeros). Elements are of the handle's
+// precision: float32, or the bits of bfloat16 or float16. A GPU handle's cache
 // has the same layout in device memory (kv_cache_device.h).
 #include <attngen/attngen.h>
 
@@ -57,6 +58,7 @@
 #include "validate.h"
 
 using attngen::kCacheKeyBlock;
+using attngen::kCacheValuePanel;
 using namespace attngen::rt;
 
 struct attngen_kv_cache {
@@ -64,11 +66,13 @@ struct attngen_kv_cache {
     int32_t max_batch, max_len;
     int32_t blocks;  // of kCacheKeyBlock positions, covering max_len
     int32_t kv_heads, head_dim, v_head_dim;
+    int32_t value_panels;  // of kCacheValuePanel features, covering v_head_dim
     attngen_precision precision;
     size_t element;  // bytes per stored element
     // On the CPU; empty for a GPU handle's cache, whose elements are on the device.
     attngen::rt::HugePageBytes keys;    // [max_batch][kv_heads][blocks][head_dim][kCacheKeyBlock]
-    attngen::rt::HugePageBytes values;  // [max_batch][kv_heads][max_len][v_head_dim]
+    // [max_batch][kv_heads][value_panels][max_len][kCacheValuePanel]
+    attngen::rt::HugePageBytes values;
     std::unique_ptr<attngen::rt::DeviceKvStorage> on_device;
     std::vector<int32_t> lengths;
 
@@ -80,8 +84,15 @@ struct attngen_kv_cache {
         const size_t block = (size_t(item) * kv_heads + hk) * blocks + position / kCacheKeyBlock;
         return (block * head_dim + d) * kCacheKeyBlock + position % kCacheKeyBlock;
     }
-    size_t value_offset(int32_t item, int32_t hk, int32_t position) const {
-        return ((size_t(item) * kv_heads + hk) * max_len + position) * v_head_dim;
+    size_t value_offset(int32_t item, int32_t hk, int32_t c, int32_t position) const {
+        const size_t panel = (size_t(item) * kv_heads + hk) * value_panels + c / kCacheValuePanel;
+        return (panel * max_len + position) * kCacheValuePanel + c % kCacheValuePanel;
+    }
+    std::array<int32_t, 5> value_shape() const {
+        return {max_batch, kv_heads, value_panels, max_len, kCacheValuePanel};
+    }
+    std::array<int32_t, 5> key_shape() const {
+        return {max_batch, kv_heads, blocks, head_dim, kCacheKeyBlock};
     }
 };
 
@@ -252,9 +263,16 @@ void copy_rows_into_cache(attngen_kv_cache *c, const std::vector<int32_t> &item_
                           c->head_dim, size_t(run) * element);
                 t += run;
             }
-            const uint8_t *from = &v_rows[(b * c->kv_heads + hk) * len * c->v_head_dim * element];
-            std::memcpy(&c->values[c->value_offset(item, hk, n) * element], from,
-                        size_t(len) * c->v_head_dim * element);
+            // A panel of a row is a run; a panel's positions lie v_head_dim elements apart in
+            // the rows and kCacheValuePanel in the cache.
+            const uint8_t *values = &v_rows[(b * c->kv_heads + hk) * len * c->v_head_dim * element];
+            for (int32_t panel = 0; panel < c->value_panels; ++panel) {
+                const int32_t first_feature = panel * kCacheValuePanel;
+                const int32_t run = std::min(kCacheValuePanel, c->v_head_dim - first_feature);
+                copy_runs(&c->values[c->value_offset(item, hk, first_feature, n) * element],
+                          kCacheValuePanel * element, values + size_t(first_feature) * element,
+                          size_t(c->v_head_dim) * element, len, size_t(run) * element);
+            }
         }
     }
 }
@@ -270,11 +288,13 @@ static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t
     const ResolvedConfig &cfg = m->config;
     // In 64 bits: max_len may be INT32_MAX (the fuzzer found the 32-bit sum's overflow).
     const auto blocks = int32_t((int64_t(max_len) + kCacheKeyBlock - 1) / kCacheKeyBlock);
+    const int32_t value_panels = (cfg.v_head_dim + kCacheValuePanel - 1) / kCacheValuePanel;
     ATTNGEN_RETURN_IF_ERROR(require_addressable(
         "the cache's keys", {max_batch, cfg.num_kv_heads, blocks, cfg.head_dim, kCacheKeyBlock},
         4));
     ATTNGEN_RETURN_IF_ERROR(require_addressable(
-        "the cache's values", {max_batch, cfg.num_kv_heads, max_len, cfg.v_head_dim}, 4));
+        "the cache's values",
+        {max_batch, cfg.num_kv_heads, value_panels, max_len, kCacheValuePanel}, 4));
     std::unique_ptr<attngen_kv_cache> c(new (std::nothrow) attngen_kv_cache);
     if (!c) return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, "cannot allocate the cache");
     c->owner = m;
@@ -284,6 +304,7 @@ static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t
     c->kv_heads = cfg.num_kv_heads;
     c->head_dim = cfg.head_dim;
     c->v_head_dim = cfg.v_head_dim;
+    c->value_panels = value_panels;
     c->precision = cfg.precision;
     c->element = size_t(element_bytes(cfg.precision));
     install_halide_runtime_hooks();
@@ -295,8 +316,9 @@ static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t
             c->keys.assign(size_t(max_batch) * cfg.num_kv_heads * blocks * cfg.head_dim *
                                kCacheKeyBlock * c->element,
                            0);
-            c->values.assign(
-                size_t(max_batch) * cfg.num_kv_heads * max_len * cfg.v_head_dim * c->element, 0);
+            c->values.assign(size_t(max_batch) * cfg.num_kv_heads * value_panels * max_len *
+                                 kCacheValuePanel * c->element,
+                             0);
         }
     } catch (const std::bad_alloc &) {
         return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, "cannot allocate a cache of " +
@@ -305,9 +327,7 @@ static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t
     }
     if (!on_cpu) {
         ATTNGEN_RETURN_IF_ERROR(DeviceKvStorage::create(
-            cfg.device, m->gpu(),
-            {max_batch, cfg.num_kv_heads, blocks, cfg.head_dim, kCacheKeyBlock},
-            {max_batch, cfg.num_kv_heads, max_len, cfg.v_head_dim},
+            cfg.device, m->gpu(), c->key_shape(), c->value_shape(),
             cache_element_type(cfg.precision, cfg.device), &c->on_device));
     }
     *out = c.release();
@@ -463,11 +483,8 @@ static attngen_status attngen_mha_forward_cached_impl(attngen_mha *m, const attn
     StagedOutput staged(out, size_t(batch) * q_len * cfg.d_model);
     ATTNGEN_RETURN_IF_ERROR(staged.allocate("out"));
     TensorBuffer<float, 3> query_buf(query, {batch, q_len, cfg.d_model});
-    auto k_cache =
-        stored_buffer<5>(c->keys, cfg.device, c->precision,
-                         {c->max_batch, c->kv_heads, c->blocks, c->head_dim, kCacheKeyBlock});
-    auto v_cache = stored_buffer<4>(c->values, cfg.device, c->precision,
-                                    {c->max_batch, c->kv_heads, c->max_len, c->v_head_dim});
+    auto k_cache = stored_buffer<5>(c->keys, cfg.device, c->precision, c->key_shape());
+    auto v_cache = stored_buffer<5>(c->values, cfg.device, c->precision, c->value_shape());
     TensorBuffer<int32_t, 1> items_buf(item_of.data(), {batch});
     TensorBuffer<int32_t, 1> lengths_buf(lengths.data(), {batch});
     TensorBuffer<double, 1> inv_freq(cfg.rope_inv_freq.data(), {int32_t(cfg.rope_inv_freq.size())});

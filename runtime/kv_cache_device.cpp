@@ -41,7 +41,7 @@ attngen_status allocate_zeroed(attngen_device device, const GpuBinding &gpu, hal
 
 attngen_status DeviceKvStorage::create(attngen_device device, const GpuBinding &gpu,
                                        const std::array<int32_t, 5> &key_shape,
-                                       const std::array<int32_t, 4> &value_shape,
+                                       const std::array<int32_t, 5> &value_shape,
                                        halide_type_t element,
                                        std::unique_ptr<DeviceKvStorage> *out) {
     std::unique_ptr<DeviceKvStorage> s(new (std::nothrow)

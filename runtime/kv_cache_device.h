@@ -18,12 +18,13 @@ namespace attngen::rt {
 class DeviceKvStorage {
   public:
     // Shapes outermost first, as TensorBuffer takes them: keys [max_batch][kv_heads][blocks]
-    // [head_dim][kCacheKeyBlock], values [max_batch][kv_heads][max_len][v_head_dim], elements of
-    // `element` (cache_element_type). Every element starts at +0: the flash kernel multiplies
-    // the values of masked positions by probability 0, and uninitialized memory could hold a NaN.
+    // [head_dim][kCacheKeyBlock], values [max_batch][kv_heads][panels][max_len]
+    // [kCacheValuePanel], elements of `element` (cache_element_type). Every element starts at
+    // +0: the kernels multiply the values of masked positions by probability 0, and
+    // uninitialized memory could hold a NaN.
     static attngen_status create(attngen_device device, const GpuBinding &gpu,
                                  const std::array<int32_t, 5> &key_shape,
-                                 const std::array<int32_t, 4> &value_shape, halide_type_t element,
+                                 const std::array<int32_t, 5> &value_shape, halide_type_t element,
                                  std::unique_ptr<DeviceKvStorage> *out);
     DeviceKvStorage(const DeviceKvStorage &) = delete;
     DeviceKvStorage &operator=(const DeviceKvStorage &) = delete;
@@ -37,13 +38,13 @@ class DeviceKvStorage {
   private:
     // No host memory: the buffers only ever hold device allocations.
     DeviceKvStorage(const GpuBinding &gpu, const std::array<int32_t, 5> &key_shape,
-                    const std::array<int32_t, 4> &value_shape, halide_type_t element)
+                    const std::array<int32_t, 5> &value_shape, halide_type_t element)
         : gpu_(gpu),
           keys_(nullptr, key_shape, {}, element),
           values_(nullptr, value_shape, {}, element) {}
     GpuBinding gpu_;
     TensorBuffer<uint8_t, 5> keys_;
-    TensorBuffer<uint8_t, 4> values_;
+    TensorBuffer<uint8_t, 5> values_;
 };
 
 }  // namespace attngen::rt

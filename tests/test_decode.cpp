@@ -123,11 +123,12 @@ TEST(Decode, ProjectionsWideEnoughToBoundATasksRun) {
 
 // The decode kernel's probs x values tiles are up to 64 value features wide for heads of up to
 // 64 and up to 128 for wider heads (schedule_cpu.cpp, 32-register variants), with tiles of their
-// own for heads of exactly 64 and for a single query row: head sizes at either side of both
-// widths, with two query rows per key/value head (grouped) and with one (single-token steps
-// of multi-head attention).
+// own for a single query row, and the cache keeps values in panels of 32 features (layout.h,
+// kCacheValuePanel), the last one padded: head sizes at either side of both widths and of one
+// panel, with two query rows per key/value head (grouped) and with one (single-token steps of
+// multi-head attention).
 TEST(Decode, ValueHeadSizesAtTheValueTileEdges) {
-    for (int dv : {63, 64, 65, 128, 129}) {
+    for (int dv : {31, 32, 33, 63, 64, 65, 128, 129}) {
         DecodeAndCheck(Model(32, 2).num_kv_heads(1).v_head_dim(dv), 5, 3, 5);
         DecodeAndCheck(Model(32, 2).v_head_dim(dv), 5, 3, 5);
     }

@@ -60,6 +60,12 @@ TEST_P(DeviceDecode, QueryAndKeyBlockEdges) {
     DecodeAndCheck(Model(16, 2).num_kv_heads(1), 44, 40, 44);
 }
 
+// Value heads at either side of the cache's panels of 32 features (layout.h, kCacheValuePanel),
+// the last one padded, which the store writes and the split-KV kernel's threads read across.
+TEST_P(DeviceDecode, ValuePanelEdges) {
+    for (int dv : {31, 32, 33, 65}) DecodeAndCheck(Model(16, 2).v_head_dim(dv), 7, 3, 7);
+}
+
 // The split-KV kernel's splits of 256 keys (steps over caches of 250 to 262 positions, a
 // prompt of 520 positions: three splits) and its blocks of 8 rows (8 query heads over one
 // key/value head at one query: one block; 9: a block and a row; prompts: many blocks).

@@ -148,11 +148,10 @@ TEST_P(HalfPrecision, DecodingStepByStep) {
     DecodeAndCheck(Model(24, 4).num_kv_heads(2).v_head_dim(5).use_bias(true), 8, 0);
 }
 
-// The decode kernel's value tiles at their edges (test_decode.cpp's
-// ValueHeadSizesAtTheValueTileEdges): 16-bit values load as whole vectors only where a tile
-// cannot pass the head.
+// The decode kernel's value tiles and the cache's value panels at their edges (test_decode.cpp's
+// ValueHeadSizesAtTheValueTileEdges).
 TEST_P(HalfPrecision, DecodingValueHeadSizesAtTheValueTileEdges) {
-    for (int dv : {63, 64, 65, 128, 129}) {
+    for (int dv : {31, 32, 33, 63, 64, 65, 128, 129}) {
         DecodeAndCheck(Model(32, 2).num_kv_heads(1).v_head_dim(dv), 5, 3);
         DecodeAndCheck(Model(32, 2).v_head_dim(dv), 5, 3);
     }
