@@ -5,8 +5,8 @@
 // (positions innermost, so a block of keys is a run of whole vectors for the scores), values
 // [item][kv_head][panels][max_len][kCacheValuePanel] (a run of positions per panel of features,
 // for the probs x values tiles; the last panel padded with zeros). Elements are of the handle's
-// precision: float32, or the bits of bfloat16 or float16. A GPU handle's cache
-// has the same layout in device memory (kv_cache_device.h).
+// precision: float32, or the bits of bfloat16 or float16. A GPU handle's cache has the same
+// layout in device memory (kv_cache_device.h).
 #include <attngen/attngen.h>
 
 #include <algorithm>
