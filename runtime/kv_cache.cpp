@@ -70,7 +70,7 @@ struct attngen_kv_cache {
     attngen_precision precision;
     size_t element;  // bytes per stored element
     // On the CPU; empty for a GPU handle's cache, whose elements are on the device.
-    attngen::rt::HugePageBytes keys;    // [max_batch][kv_heads][blocks][head_dim][kCacheKeyBlock]
+    attngen::rt::HugePageBytes keys;  // [max_batch][kv_heads][blocks][head_dim][kCacheKeyBlock]
     // [max_batch][kv_heads][value_panels][max_len][kCacheValuePanel]
     attngen::rt::HugePageBytes values;
     std::unique_ptr<attngen::rt::DeviceKvStorage> on_device;
@@ -326,9 +326,9 @@ static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t
                                                      std::to_string(max_len) + " positions");
     }
     if (!on_cpu) {
-        ATTNGEN_RETURN_IF_ERROR(DeviceKvStorage::create(
-            cfg.device, m->gpu(), c->key_shape(), c->value_shape(),
-            cache_element_type(cfg.precision, cfg.device), &c->on_device));
+        ATTNGEN_RETURN_IF_ERROR(
+            DeviceKvStorage::create(cfg.device, m->gpu(), c->key_shape(), c->value_shape(),
+                                    cache_element_type(cfg.precision, cfg.device), &c->on_device));
     }
     *out = c.release();
     clear_error();
