@@ -18,13 +18,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
-#include "decode_step.h"
-#include "mha_forward_call.h"
+#include "named_call.h"
 
 namespace {
 
@@ -60,28 +58,6 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
-// The call to time for a named shape, or an empty function with the reason in `error`.
-std::function<attngen_status()> call_for(const char *name, attngen_precision precision,
-                                         std::string &error) {
-    for (const attngen::DecodeShape &s : attngen::decode_shapes()) {
-        if (std::strcmp(s.name, name) != 0) continue;
-        auto stepper =
-            std::make_shared<attngen_bench::DecodeStepper>(s, precision, ATTNGEN_DEVICE_CPU);
-        error = stepper->error();
-        if (!error.empty()) return {};
-        return [stepper] { return stepper->step(); };
-    }
-    for (const attngen::NamedShape &s : attngen::named_shapes()) {
-        if (std::strcmp(s.name, name) != 0) continue;
-        auto forward = std::make_shared<attngen_bench::MhaForwardCall>(s, precision);
-        error = forward->error();
-        if (!error.empty()) return {};
-        return [forward] { return (*forward)(); };
-    }
-    error = std::string("no decode or MHA shape named ") + name;
-    return {};
-}
-
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -92,8 +68,8 @@ int main(int argc, char **argv) {
     const int steps = argc > 2 ? std::max(1, std::atoi(argv[2])) : 2000;
     const bool bf16 = argc > 3 && std::strcmp(argv[3], "bf16") == 0;
     std::string error;
-    const std::function<attngen_status()> step =
-        call_for(argv[1], bf16 ? ATTNGEN_PRECISION_BF16 : ATTNGEN_PRECISION_F32, error);
+    const std::function<attngen_status()> step = attngen_bench::named_call(
+        argv[1], bf16 ? ATTNGEN_PRECISION_BF16 : ATTNGEN_PRECISION_F32, error);
     if (!step) {
         std::fprintf(stderr, "set-up failed: %s\n", error.c_str());
         return 1;
