@@ -2,17 +2,21 @@
 // (schedule_projection_cpu): one panel of 64 outputs over R rows and K input features, in 2 x 6
 // register tiles (2 vectors of 8 outputs by 6 rows), each block's sums added into a panel-wide
 // buffer. It times the loop orders bench/RESULTS.md compares (2026-11-28, "Where the AVX2
-// variant's projections lose their last tenth") against one tile run again and again on
-// operands that stay in L1. Not built by CMake, not a test:
+// variant's projections lose their last tenth"; 2026-12-02, "Two builds compared call by
+// call"), each against the library's order in the same round, and the library's order with one
+// operand (inputs, weights or sums) or all of them pinned at one place in L1, which splits its
+// loss among them. Not built by CMake, not a test:
 //
 //     g++ -O3 -mavx2 -mfma -pthread bench/cpu_experiments/avx2_projection_model.cpp -o model
 //     ./model [threads]
+//     (-DMODEL_K=4096: the input features of the llama3 prefill's projections, not bert's 768)
 //
 // Threads share the panels as the library's tasks do, but do not wait for each other between
 // calls: a thread's rate is its own loops' and no barrier's, though part of its time it has the
 // machine to itself.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,7 +26,11 @@
 
 namespace {
 
-constexpr int kK = 768;  // input features (bert's d_model)
+// Input features: bert's d_model, or with -DMODEL_K=4096 the llama3 prefill's.
+#ifndef MODEL_K
+#define MODEL_K 768
+#endif
+constexpr int kK = MODEL_K;
 
 // x: rows of K floats (row n at n * K), or with packed_rows 6 rows interleaved per step.
 // w: the weights, ws floats per input feature. acc: 64 outputs per row.
@@ -66,6 +74,10 @@ enum class Order {
     RowGroups,     // per block: groups of 4 row tiles, columns inside each group
     PackedRows,    // as Library, the inputs 6 rows interleaved
     PinnedInL1,    // as Library, every tile at row 0 and block 0
+    PinX,          // as Library, every tile's inputs at row 0 and block 0
+    PinW,          // as Library, every tile's weights at block 0
+    PinAcc,        // as Library, every tile's sums into row 0's
+    PackedStaged,  // as StagedColumn, the inputs 6 rows interleaved
 };
 
 const char *name(Order o) {
@@ -80,6 +92,14 @@ const char *name(Order o) {
             return "packed rows";
         case Order::PinnedInL1:
             return "pinned in L1";
+        case Order::PinX:
+            return "inputs pinned";
+        case Order::PinW:
+            return "weights pinned";
+        case Order::PinAcc:
+            return "sums pinned";
+        case Order::PackedStaged:
+            return "packed+staged";
     }
     return "";
 }
@@ -93,11 +113,20 @@ void task(const float *x, const float *w, float *acc, int R, int K, int block, O
             case Order::Library:
             case Order::PackedRows:
             case Order::PinnedInL1:
+            case Order::PinX:
+            case Order::PinW:
+            case Order::PinAcc:
                 for (int n = 0; n < tiles_end; n += 6) {
                     for (int oc = 0; oc < 64; oc += 16) {
                         if (order == Order::PackedRows) {
                             tile<true, kK, 64>(x + n * K + k0 * 6, w + k0 * 64 + oc, block,
                                                acc + n * 64 + oc);
+                        } else if (order == Order::PinX) {
+                            tile<false, kK, 64>(x, w + k0 * 64 + oc, block, acc + n * 64 + oc);
+                        } else if (order == Order::PinW) {
+                            tile<false, kK, 64>(x + n * K + k0, w + oc, block, acc + n * 64 + oc);
+                        } else if (order == Order::PinAcc) {
+                            tile<false, kK, 64>(x + n * K + k0, w + k0 * 64 + oc, block, acc + oc);
                         } else if (order == Order::PinnedInL1) {
                             tile<false, kK, 64>(x, w + oc, block, acc + oc);
                         } else {
@@ -108,12 +137,17 @@ void task(const float *x, const float *w, float *acc, int R, int K, int block, O
                 }
                 break;
             case Order::StagedColumn:
+            case Order::PackedStaged:
                 for (int oc = 0; oc < 64; oc += 16) {
                     for (int k = 0; k < block; k++) {
                         std::memcpy(stage + k * 16, w + (k0 + k) * 64 + oc, 16 * sizeof(float));
                     }
                     for (int n = 0; n < tiles_end; n += 6) {
-                        tile<false, kK, 16>(x + n * K + k0, stage, block, acc + n * 64 + oc);
+                        if (order == Order::PackedStaged) {
+                            tile<true, kK, 16>(x + n * K + k0 * 6, stage, block, acc + n * 64 + oc);
+                        } else {
+                            tile<false, kK, 16>(x + n * K + k0, stage, block, acc + n * 64 + oc);
+                        }
                     }
                 }
                 break;
@@ -172,32 +206,51 @@ double thread_rate(const float *x, const float *w, int R, int K, int panels, int
 
 int main(int argc, char **argv) {
     const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
-    const int R = 510, K = kK, panels = 12, calls = 20;
+    // At 4096 features, 4 panels (8 MiB of inputs, 4 MiB of weights) keep a round short.
+    const int R = 510, K = kK, panels = kK > 1024 ? 4 : 12, calls = kK > 1024 ? 1 : 2;
     std::vector<float> x(size_t(R) * K, 1.0f), w(size_t(panels) * 64 * K, 0.5f);
     struct Config {
         Order order;
         int block;
     };
-    const Config configs[] = {{Order::Library, 64},       {Order::Library, 128},
-                              {Order::Library, 256},      {Order::StagedColumn, 128},
-                              {Order::StagedColumn, 256}, {Order::RowGroups, 64},
-                              {Order::PackedRows, 64},    {Order::PinnedInL1, 64}};
+    const Config configs[] = {
+        {Order::Library, 64},       {Order::Library, 128},  {Order::Library, 256},
+        {Order::StagedColumn, 256}, {Order::RowGroups, 64}, {Order::PackedRows, 64},
+        {Order::PackedStaged, 256}, {Order::PinX, 64},      {Order::PinW, 64},
+        {Order::PinAcc, 64},        {Order::PinnedInL1, 64}};
+    const size_t n = sizeof(configs) / sizeof(configs[0]);
     std::printf("one tile in L1, 1 thread: %.1f GFLOP/s\n", tile_in_l1_gflops());
-    for (int round = 0; round < 3; round++) {
-        for (const Config &c : configs) {
+    // Every configuration once per round, each against the library order of the same round: on
+    // a shared machine the rates drift between rounds by more than the orders differ.
+    std::vector<std::vector<double>> ratios(n), library_rates(1);
+    for (int round = 0; round < 24; round++) {
+        std::vector<double> rate(n);
+        for (size_t c = 0; c < n; c++) {
             std::vector<double> rates(threads);
             std::vector<std::thread> pool;
             for (int t = 0; t < threads; t++) {
                 pool.emplace_back([&, t] {
                     rates[t] = thread_rate(x.data(), w.data(), R, K, panels, threads, t, calls,
-                                           c.order, c.block);
+                                           configs[c].order, configs[c].block);
                 });
             }
             for (std::thread &t : pool) t.join();
-            std::printf("%-14s blocks of %3d: GFLOP/s per thread", name(c.order), c.block);
-            for (double r : rates) std::printf(" %.1f", r);
-            std::printf("\n");
+            for (double r : rates) rate[c] += r / threads;
         }
-        std::printf("\n");
+        library_rates[0].push_back(rate[0]);
+        for (size_t c = 0; c < n; c++) ratios[c].push_back(rate[c] / rate[0]);
+    }
+    const auto quartiles = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return std::vector<double>{v[v.size() / 4], v[v.size() / 2], v[3 * v.size() / 4]};
+    };
+    const std::vector<double> lib = quartiles(library_rates[0]);
+    std::printf(
+        "K = %d, %d threads; library order, blocks of 64: %.1f GFLOP/s per thread (median)\n", K,
+        threads, lib[1]);
+    for (size_t c = 0; c < n; c++) {
+        const std::vector<double> q = quartiles(ratios[c]);
+        std::printf("%-14s blocks of %3d: rate / library's %.3f (quartiles %.3f-%.3f)\n",
+                    name(configs[c].order), configs[c].block, q[1], q[0], q[2]);
     }
 }
