@@ -60,23 +60,20 @@ inline void broadcast_step(const float *x, const float *w, int k, __m256 (&a)[12
     }
 }
 
+// As the library emits it (one step per iteration), or unrolled by 4 steps. (GCC's unroll
+// pragma takes no template argument, hence the two loops.)
+template <bool kUnrolled>
 __attribute__((noinline)) __m256 broadcast_tile(const float *x, const float *w, long reps) {
     __m256 a[12];
     for (__m256 &v : a) v = _mm256_setzero_ps();
     for (long rep = 0; rep < reps; rep++) {
-#pragma GCC unroll 1
-        for (int k = 0; k < kSteps; k++) broadcast_step(x, w, k, a);
-    }
-    return sum12(a);
-}
-
-__attribute__((noinline)) __m256 broadcast_tile_unrolled(const float *x, const float *w,
-                                                         long reps) {
-    __m256 a[12];
-    for (__m256 &v : a) v = _mm256_setzero_ps();
-    for (long rep = 0; rep < reps; rep++) {
+        if constexpr (kUnrolled) {
 #pragma GCC unroll 4
-        for (int k = 0; k < kSteps; k++) broadcast_step(x, w, k, a);
+            for (int k = 0; k < kSteps; k++) broadcast_step(x, w, k, a);
+        } else {
+#pragma GCC unroll 1
+            for (int k = 0; k < kSteps; k++) broadcast_step(x, w, k, a);
+        }
     }
     return sum12(a);
 }
@@ -125,8 +122,8 @@ int main() {
         // Every form does kFmas FMAs of 8 lanes.
         const double peak = seconds([] { return fma_chains(kFmas / 12); });
         const long reps = kFmas / (12L * kSteps);
-        const double t[3] = {seconds([&] { return broadcast_tile(x, w, reps); }),
-                             seconds([&] { return broadcast_tile_unrolled(x, w, reps); }),
+        const double t[3] = {seconds([&] { return broadcast_tile<false>(x, w, reps); }),
+                             seconds([&] { return broadcast_tile<true>(x, w, reps); }),
                              seconds([&] { return dot_tile(x, w, reps * 8); })};
         for (int i = 0; i < 3; i++) ratio[i].push_back(peak / t[i]);
         peak_gflops = std::max(peak_gflops, 16.0 * kFmas / peak / 1e9);
