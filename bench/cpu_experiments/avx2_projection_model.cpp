@@ -121,18 +121,14 @@ void task(const float *x, const float *w, float *acc, int R, int K, int block, O
                         if (order == Order::PackedRows) {
                             tile<true, kK, 64>(x + n * K + k0 * 6, w + k0 * 64 + oc, block,
                                                acc + n * 64 + oc);
-                        } else if (order == Order::PinX) {
-                            tile<false, kK, 64>(x, w + k0 * 64 + oc, block, acc + n * 64 + oc);
-                        } else if (order == Order::PinW) {
-                            tile<false, kK, 64>(x + n * K + k0, w + oc, block, acc + n * 64 + oc);
-                        } else if (order == Order::PinAcc) {
-                            tile<false, kK, 64>(x + n * K + k0, w + k0 * 64 + oc, block, acc + oc);
-                        } else if (order == Order::PinnedInL1) {
-                            tile<false, kK, 64>(x, w + oc, block, acc + oc);
-                        } else {
-                            tile<false, kK, 64>(x + n * K + k0, w + k0 * 64 + oc, block,
-                                                acc + n * 64 + oc);
+                            continue;
                         }
+                        // A pinned operand stays at row 0 and block 0: read from L1 every time.
+                        const bool all = order == Order::PinnedInL1;
+                        const float *xt = all || order == Order::PinX ? x : x + n * K + k0;
+                        const float *wt = all || order == Order::PinW ? w : w + k0 * 64;
+                        float *at = all || order == Order::PinAcc ? acc : acc + n * 64;
+                        tile<false, kK, 64>(xt, wt + oc, block, at + oc);
                     }
                 }
                 break;
@@ -222,7 +218,8 @@ int main(int argc, char **argv) {
     std::printf("one tile in L1, 1 thread: %.1f GFLOP/s\n", tile_in_l1_gflops());
     // Every configuration once per round, each against the library order of the same round: on
     // a shared machine the rates drift between rounds by more than the orders differ.
-    std::vector<std::vector<double>> ratios(n), library_rates(1);
+    std::vector<std::vector<double>> ratios(n);
+    std::vector<double> library_rates;
     for (int round = 0; round < 24; round++) {
         std::vector<double> rate(n);
         for (size_t c = 0; c < n; c++) {
@@ -237,14 +234,14 @@ int main(int argc, char **argv) {
             for (std::thread &t : pool) t.join();
             for (double r : rates) rate[c] += r / threads;
         }
-        library_rates[0].push_back(rate[0]);
+        library_rates.push_back(rate[0]);
         for (size_t c = 0; c < n; c++) ratios[c].push_back(rate[c] / rate[0]);
     }
     const auto quartiles = [](std::vector<double> v) {
         std::sort(v.begin(), v.end());
         return std::vector<double>{v[v.size() / 4], v[v.size() / 2], v[3 * v.size() / 4]};
     };
-    const std::vector<double> lib = quartiles(library_rates[0]);
+    const std::vector<double> lib = quartiles(library_rates);
     std::printf(
         "K = %d, %d threads; library order, blocks of 64: %.1f GFLOP/s per thread (median)\n", K,
         threads, lib[1]);
