@@ -68,6 +68,13 @@ constexpr int kRowBlockOutputTiles = 4;
 constexpr int kTallRowBlockMinGroups = 8;
 constexpr int kTallRowBlockFactor = 4;
 
+// Input features per block of a projection's reduction where the register tile is narrower than
+// a weight panel and the reduction short (at most kShortReductionFeatures): the panel's block,
+// 16 KiB, then stays in L1 for the tile columns after the first. Longer reductions take
+// gemm_k_block (resolve_cpu_knobs).
+constexpr int kShortReductionBlock = 64;
+constexpr int kShortReductionFeatures = 512;
+
 // A projection whose input is at most this large makes panels of output features its parallel
 // tasks (schedule_projection_cpu): the input, and a panel of weights, then stay in L2 (1 MiB
 // per core on the x86 server CPUs attngen is measured on).
@@ -576,7 +583,18 @@ CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
     // a panel's block (16 KiB) in L1 for them. projection/bert-512, AVX2 variant, 2 threads,
     // Zen 4: 0.79 -> 0.86 of the FMA peak with the panel-wide accumulator (256-feature blocks:
     // level).
-    k.gemm_k_block = pick(k.gemm_k_block, tile_spans_panel(k.gemm_vectors, target) ? 256 : 64);
+    // On AVX2, blocks of 512 features instead, where the reduction is longer than
+    // kShortReductionFeatures (schedule_projection_cpu), float32 only. Paired calls
+    // (scripts/paired_ab.py, 20 pairs in 4 sessions, 2 threads, Zen 3, this rule against
+    // blocks of 64), old/new time: mha_forward/ llama3-8b-prefill 1.08x, bert-512-b8 1.06x,
+    // gpt2-causal and long-causal 1.05x, bert-512 1.04x, long-single 1.01x; tutorial,
+    // tutorial-cross, bert-128, gpt2-decode, bfloat16 and the baseline variant level. Blocks of
+    // 512 at every length lost at the tutorial shapes (512 features, 0.90-0.91x; at 128 still
+    // 0.93-0.96x); 256 gained less than 512 (0.98-0.99x of it), 1024 the same as 512, and 32
+    // lost everywhere (0.86-0.93x). Not measured on SSE or NEON, which keep 64.
+    const bool narrow_tile = !tile_spans_panel(k.gemm_vectors, target);
+    const int narrow_block = target.has_feature(Target::AVX2) ? 512 : kShortReductionBlock;
+    k.gemm_k_block = pick(k.gemm_k_block, narrow_tile ? narrow_block : 256);
     // Attention tiles of 2 vectors by 6 rows where the file has 16 registers (12 accumulators
     // and 3 operands), as the projection's: 2 x 4 tiles did 8 multiply-adds per 6 loads.
     const int narrow_file_rows = wide_registers ? 4 : 6;
@@ -939,48 +957,62 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // Bfloat16 pairs are blocked by pairs.
     RVar xo("xo"), xi("xi"), yo("yo"), yi("yi");
     Var xb("xb"), yb("yb");
+    // The reduction in blocks of `block` features (pairs: kShortReductionBlock or a panel's
+    // bytes), each a register tile's sum added into acc.
+    const auto blocks = [&](Stage blocked, int block) {
+        Func tile_sums;
+        std::vector<VarOrRVar> block_order = {ol, ov, nl, oc, nt};
+        if (p.paired) {
+            // A tile narrower than a panel takes blocks of the same bytes as float32 (twice the
+            // features), the panel's 16 KiB kept in L1 (mha_forward_bf16, AVX2 variant, Zen 4,
+            // against blocks of gemm_k_block features: 1.03-1.04x at bert-512 and gpt2-causal).
+            // That was before the blocks were staged as float32 (stage_widened_weights): staged,
+            // such a block is 32 KiB, not measured on a Zen.
+            const int pairs = tile_spans_panel(knobs.gemm_vectors, target)
+                                  ? std::max(1, block / kWeightPairs)
+                                  : block;
+            blocked.split(p.r.y, yo, yi, pairs, TailStrategy::GuardWithIf);
+            tile_sums = blocked.rfactor(yo, yb);
+            block_order.push_back(yo);
+        } else {
+            const Expr group = p.r.x.extent();
+            blocked.split(p.r.x, xo, xi, min(group, block), TailStrategy::GuardWithIf)
+                .split(p.r.y, yo, yi, max(1, block / group), TailStrategy::GuardWithIf);
+            tile_sums = blocked.rfactor({{xo, xb}, {yo, yb}});
+            block_order.insert(block_order.end(), {xo, yo});
+        }
+        blocked.split(p.o, oc, ot, tile_o)
+            .split(ot, ov, ol, vec)
+            .split(p.n, nt, nl, tile_l, TailStrategy::RoundUp)
+            .reorder(block_order)
+            .vectorize(ol)
+            .unroll(ov)
+            .unroll(nl);
+        if (p.weights_f32.defined()) {
+            stage_widened_weights(p.weights_f32.in(tile_sums), vec).compute_at(p.acc, yo);
+        }
+        tile_sums.compute_at(p.acc, oc)
+            .bound_extent(p.o, tile_o)
+            .bound_extent(p.n, tile_l)
+            .vectorize(p.o, vec)
+            .unroll(p.n);
+        const TileReduction reduction =
+            p.paired ? TileReduction(std::vector<RVar>{yi}, p.r.x, target)
+                     : TileReduction(std::vector<RVar>{xi, yi}, std::nullopt, target);
+        order_tile_update(tile_sums.update().split(p.o, ov, ol, vec), ol, ov, p.n, reduction);
+    };
+    // A tile narrower than a panel over a short reduction (float32), or any bfloat16 pairs on
+    // it, keep blocks of kShortReductionBlock (resolve_cpu_knobs); a constant block per
+    // specialization, as a block chosen at run time inside one schedule cost the tutorial
+    // shapes 0.95x.
     const int block = knobs.gemm_k_block;
-    Stage blocked = p.acc.update();
-    Func tile_sums;
-    std::vector<VarOrRVar> block_order = {ol, ov, nl, oc, nt};
-    if (p.paired) {
-        // A tile narrower than a panel takes blocks of the same bytes as float32 (twice the
-        // features), the panel's 16 KiB kept in L1 (mha_forward_bf16, AVX2 variant, Zen 4,
-        // against blocks of gemm_k_block features: 1.03-1.04x at bert-512 and gpt2-causal).
-        // That was before the blocks were staged as float32 (stage_widened_weights): staged,
-        // such a block is 32 KiB, not measured on a Zen.
-        const int pairs = tile_spans_panel(knobs.gemm_vectors, target)
-                              ? std::max(1, block / kWeightPairs)
-                              : block;
-        blocked.split(p.r.y, yo, yi, pairs, TailStrategy::GuardWithIf);
-        tile_sums = blocked.rfactor(yo, yb);
-        block_order.push_back(yo);
-    } else {
-        const Expr group = p.r.x.extent();
-        blocked.split(p.r.x, xo, xi, min(group, block), TailStrategy::GuardWithIf)
-            .split(p.r.y, yo, yi, max(1, block / group), TailStrategy::GuardWithIf);
-        tile_sums = blocked.rfactor({{xo, xb}, {yo, yb}});
-        block_order.insert(block_order.end(), {xo, yo});
+    const bool narrow = !tile_spans_panel(knobs.gemm_vectors, target);
+    const int short_block = std::min(block, kShortReductionBlock);
+    if (narrow && !p.paired && block > short_block) {
+        const Expr in_features = p.r.x.extent() * p.r.y.extent();
+        blocks(p.acc.update().specialize(in_features > kShortReductionFeatures), block);
     }
-    blocked.split(p.o, oc, ot, tile_o)
-        .split(ot, ov, ol, vec)
-        .split(p.n, nt, nl, tile_l, TailStrategy::RoundUp)
-        .reorder(block_order)
-        .vectorize(ol)
-        .unroll(ov)
-        .unroll(nl);
-    if (p.weights_f32.defined()) {
-        stage_widened_weights(p.weights_f32.in(tile_sums), vec).compute_at(p.acc, yo);
-    }
-    tile_sums.compute_at(p.acc, oc)
-        .bound_extent(p.o, tile_o)
-        .bound_extent(p.n, tile_l)
-        .vectorize(p.o, vec)
-        .unroll(p.n);
-    const TileReduction reduction =
-        p.paired ? TileReduction(std::vector<RVar>{yi}, p.r.x, target)
-                 : TileReduction(std::vector<RVar>{xi, yi}, std::nullopt, target);
-    order_tile_update(tile_sums.update().split(p.o, ov, ol, vec), ol, ov, p.n, reduction);
+    blocks(p.acc.update(), narrow ? short_block : block);
 }
 
 void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target,

@@ -454,6 +454,32 @@ TEST(Projection, BlockedReductionOverInputFeatures) {
     }
 }
 
+// A register tile narrower than a weight panel takes blocks of gemm_k_block features over
+// reductions longer than 512 features and blocks of 64 over shorter ones, a specialization each
+// (schedule_projection_cpu): feature counts on either side of 512, past a long block, in one
+// group and in groups of 64 (an output projection's heads). AVX2 derives blocks of 512, SSE 64.
+TEST(Projection, LongReductionsOfNarrowTilesTakeLongBlocks) {
+    if (get_host_target().arch == Target::X86) {
+        const auto derived = [](const char *target) {
+            return attngen::resolve_cpu_knobs({}, Target(target)).gemm_k_block;
+        };
+        EXPECT_EQ(derived("x86-64-linux-avx2-fma-f16c"), 512);
+        EXPECT_EQ(derived("x86-64-linux-sse41"), 64);
+    }
+    attngen::CpuScheduleKnobs knobs;
+    knobs.gemm_vectors = 1;  // narrower than a panel on every target
+    knobs.gemm_k_block = 160;
+    for (const Target &t : cpu_targets()) {
+        SCOPED_TRACE(t.to_string());
+        const attngen::CpuScheduleKnobs k = attngen::resolve_cpu_knobs(knobs, t);
+        const int rows = k.gemm_rows * k.gemm_row_tiles + 3;
+        ProjectionPipeline one_group(t, attngen::ProjectionRows::Many, knobs);
+        for (int in : {511, 512, 513, 640, 700}) check_projection(one_group, rows, in, 67);
+        ProjectionPipeline heads(t, attngen::ProjectionRows::FewOrMany, knobs, 64);
+        for (int groups : {8, 9, 11}) check_projection(heads, rows, 64 * groups, 67);
+    }
+}
+
 // Projections with outputs for many groups of panels take row blocks 4x taller than
 // gemm_row_tiles says (schedule_projection_cpu), when their input is too large for the panel
 // tasks: rows on either side of a tall block, outputs past a whole group. Small tiles keep the
