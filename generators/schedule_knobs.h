@@ -18,6 +18,9 @@
 // registers); gemm_vectors times the vector width must divide the weight padding (64 floats),
 // which 1, 2 and 4 do for 4-, 8- and 16-float vectors. key_block is a multiple of 16
 // (kReductionLanes).
+// On a register tile narrower than a weight panel (AVX2, SSE, NEON), gemm_k_block blocks only
+// float32 reductions over more than 512 features; shorter ones and bfloat16 pairs take at most
+// 64 (schedule_cpu.cpp, kShortReductionBlock).
 #define ATTNGEN_CPU_SCHEDULE_KNOBS(KNOB)                                                           \
     KNOB(gemm_vectors, 8, (1, 2, 4), "vectors across output features in a projection register tile") \
     KNOB(gemm_rows, 16, (2, 4, 6, 8, 12), "rows in a projection register tile")                    \
