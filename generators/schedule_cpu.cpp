@@ -74,6 +74,9 @@ constexpr int kTallRowBlockFactor = 4;
 // gemm_k_block (resolve_cpu_knobs).
 constexpr int kShortReductionBlock = 64;
 constexpr int kShortReductionFeatures = 512;
+// gemm_k_block derived for AVX2's narrow tiles, used past kShortReductionFeatures
+// (resolve_cpu_knobs has the measurements).
+constexpr int kAvx2LongReductionBlock = 512;
 
 // A projection whose input is at most this large makes panels of output features its parallel
 // tasks (schedule_projection_cpu): the input, and a panel of weights, then stay in L2 (1 MiB
@@ -593,7 +596,8 @@ CpuScheduleKnobs resolve_cpu_knobs(CpuScheduleKnobs k, const Target &target) {
     // 0.93-0.96x); 256 gained less than 512 (0.98-0.99x of it), 1024 the same as 512, and 32
     // lost everywhere (0.86-0.93x). Not measured on SSE or NEON, which keep 64.
     const bool narrow_tile = !tile_spans_panel(k.gemm_vectors, target);
-    const int narrow_block = target.has_feature(Target::AVX2) ? 512 : kShortReductionBlock;
+    const int narrow_block =
+        target.has_feature(Target::AVX2) ? kAvx2LongReductionBlock : kShortReductionBlock;
     k.gemm_k_block = pick(k.gemm_k_block, narrow_tile ? narrow_block : 256);
     // Attention tiles of 2 vectors by 6 rows where the file has 16 registers (12 accumulators
     // and 3 operands), as the projection's: 2 x 4 tiles did 8 multiply-adds per 6 loads.
