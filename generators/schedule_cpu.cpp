@@ -961,6 +961,16 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // Bfloat16 pairs are blocked by pairs.
     RVar xo("xo"), xi("xi"), yo("yo"), yi("yi");
     Var xb("xb"), yb("yb");
+    // AVX2's narrow float32 tiles read a copy of each block of their panel's weights, made
+    // per task: in a forward the weights come from memory, not from the cache that a
+    // projection called again and again keeps them in (attngen_parallel_timeline bert-128 put
+    // each of the forward's projections at 1.3x its time alone, bench/RESULTS.md, 2026-12-02).
+    // scripts/paired_ab.py, 16 pairs in 4 sessions, 2 threads, Zen 3, old/new:
+    // decode/llama3-8b-prefill 1.07x (new faster in 12 of 16 pairs), mha_forward/bert-128 1.06x
+    // (15 of 16), bert-512 and gpt2-causal 1.00x. Not measured on SSE or NEON; a tile as wide
+    // as its panel (AVX-512) reads each row of the block whole already.
+    const bool stage_float_blocks = !p.paired && target.has_feature(Target::AVX2) &&
+                                    !tile_spans_panel(knobs.gemm_vectors, target);
     // The reduction in blocks of `block` features (pairs: kShortReductionBlock or a panel's
     // bytes), each a register tile's sum added into acc.
     const auto blocks = [&](Stage blocked, int block) {
@@ -994,6 +1004,13 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
             .unroll(nl);
         if (p.weights_f32.defined()) {
             stage_widened_weights(p.weights_f32.in(tile_sums), vec).compute_at(p.acc, yo);
+        } else if (stage_float_blocks) {
+            // Each tile column reads 64 bytes of every 256-byte row of its panel's block, a
+            // stride that cold weights come from memory at slowly; the copy reads the block
+            // front to back once per task, and the tiles read the copy from L2.
+            Func staged = p.weights.in(tile_sums);
+            staged.compute_at(p.acc, xo).vectorize(staged.args()[0], vec,
+                                                   TailStrategy::GuardWithIf);
         }
         tile_sums.compute_at(p.acc, oc)
             .bound_extent(p.o, tile_o)

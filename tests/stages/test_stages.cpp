@@ -480,6 +480,45 @@ TEST(Projection, LongReductionsOfNarrowTilesTakeLongBlocks) {
     }
 }
 
+// AVX2's float32 tiles, narrower than a weight panel, read a copy of each block of the panel's
+// weights made per task (schedule_projection_cpu: the block read front to back once, for
+// weights that come cold from memory); other narrow targets read the panel in place. The
+// lowered statement shows the copy as a buffer of its own (Func::in's wrapper of the weights),
+// and the products stay exact around the block edges, past a task's rows, and over groups.
+TEST(Projection, Avx2FloatTilesReadAStagedCopyOfEachBlock) {
+    const Target host = get_host_target();
+    if (host.arch != Target::X86 || !host.has_feature(Target::AVX2)) {
+        GTEST_SKIP() << "no AVX2 on this CPU";
+    }
+    for (const char *name : {"x86-64-linux-avx2-fma-f16c", "x86-64-linux-sse41"}) {
+        const Target t(name);
+        SCOPED_TRACE(t.to_string());
+        const bool staged_expected = t.has_feature(Target::AVX2);
+        ProjectionPipeline pipeline(t);
+        const std::string stmt_path = ::testing::TempDir() + "attngen_f32_projection.stmt";
+        pipeline.result.compile_to_lowered_stmt(stmt_path, pipeline.result.infer_arguments(),
+                                                Halide::Text, t);
+        std::ifstream stmt_file(stmt_path);
+        const std::string stmt((std::istreambuf_iterator<char>(stmt_file)),
+                               std::istreambuf_iterator<char>());
+        // Names as "allocate w_t_in_proj_acc$1_intm".
+        bool staged = false;
+        for (size_t at = stmt.find("allocate w_t"); at != std::string::npos;
+             at = stmt.find("allocate w_t", at + 1)) {
+            const std::string line = stmt.substr(at, stmt.find('\n', at) - at);
+            staged |= line.find("_intm") != std::string::npos;
+        }
+        EXPECT_EQ(staged, staged_expected) << "staged copy of the weights' blocks";
+        const attngen::CpuScheduleKnobs k = attngen::resolve_cpu_knobs({}, t);
+        const int task_rows = k.gemm_rows * k.gemm_row_tiles;
+        for (int in : {7, 64, 65, 511, 513, 1030})
+            check_projection(pipeline, task_rows + 1, in, 67);
+        check_projection(pipeline, 5, 1030, 130);
+        ProjectionPipeline heads(t, attngen::ProjectionRows::FewOrMany, {}, 64);
+        for (int groups : {1, 9}) check_projection(heads, task_rows + 1, 64 * groups, 67);
+    }
+}
+
 // Projections with outputs for many groups of panels take row blocks 4x taller than
 // gemm_row_tiles says (schedule_projection_cpu), when their input is too large for the panel
 // tasks: rows on either side of a tall block, outputs past a whole group. Small tiles keep the
