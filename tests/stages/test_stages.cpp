@@ -348,6 +348,27 @@ struct ProjectionPipeline {
     }
 };
 
+// Whether the pipeline's lowered statement for `target` allocates a buffer whose name starts
+// with `prefix` and contains `part` (a staged copy is a buffer of its own, as "allocate
+// w_t_in_proj_acc$1_intm" for Func::in's wrapper of the weights in acc's rfactor).
+bool lowered_allocates(const ProjectionPipeline &pipeline, const Target &target,
+                       const std::string &prefix, const std::string &part) {
+    // A file per test and target: ctest runs the tests in processes of their own, in parallel.
+    const std::string stmt_path =
+        ::testing::TempDir() + "attngen_" + prefix + "_" + target.to_string() + ".stmt";
+    Func result = pipeline.result;
+    result.compile_to_lowered_stmt(stmt_path, result.infer_arguments(), Halide::Text, target);
+    std::ifstream stmt_file(stmt_path);
+    const std::string stmt((std::istreambuf_iterator<char>(stmt_file)),
+                           std::istreambuf_iterator<char>());
+    const std::string allocate = "allocate " + prefix;
+    for (size_t at = stmt.find(allocate); at != std::string::npos;
+         at = stmt.find(allocate, at + 1)) {
+        if (stmt.substr(at, stmt.find('\n', at) - at).find(part) != std::string::npos) return true;
+    }
+    return false;
+}
+
 void check_projection(ProjectionPipeline &pipeline, int rows, int in_features, int out_features) {
     SCOPED_TRACE("rows " + std::to_string(rows) + " in " + std::to_string(in_features) + " out " +
                  std::to_string(out_features));
@@ -495,20 +516,8 @@ TEST(Projection, Avx2FloatTilesReadAStagedCopyOfEachBlock) {
         SCOPED_TRACE(t.to_string());
         const bool staged_expected = t.has_feature(Target::AVX2);
         ProjectionPipeline pipeline(t);
-        const std::string stmt_path = ::testing::TempDir() + "attngen_f32_projection.stmt";
-        pipeline.result.compile_to_lowered_stmt(stmt_path, pipeline.result.infer_arguments(),
-                                                Halide::Text, t);
-        std::ifstream stmt_file(stmt_path);
-        const std::string stmt((std::istreambuf_iterator<char>(stmt_file)),
-                               std::istreambuf_iterator<char>());
-        // Names as "allocate w_t_in_proj_acc$1_intm".
-        bool staged = false;
-        for (size_t at = stmt.find("allocate w_t"); at != std::string::npos;
-             at = stmt.find("allocate w_t", at + 1)) {
-            const std::string line = stmt.substr(at, stmt.find('\n', at) - at);
-            staged |= line.find("_intm") != std::string::npos;
-        }
-        EXPECT_EQ(staged, staged_expected) << "staged copy of the weights' blocks";
+        EXPECT_EQ(lowered_allocates(pipeline, t, "w_t", "_intm"), staged_expected)
+            << "staged copy of the weights' blocks";
         const attngen::CpuScheduleKnobs k = attngen::resolve_cpu_knobs({}, t);
         const int task_rows = k.gemm_rows * k.gemm_row_tiles;
         for (int in : {7, 64, 65, 511, 513, 1030})
@@ -580,21 +589,11 @@ TEST(Projection, BFloat16WeightsWidenedOnceForManyRegisterTiles) {
         ASSERT_EQ(pipeline.stage.acc_direct.defined(), c.direct);
         ASSERT_TRUE(pipeline.stage.weights_f32.defined());
         // The staged copy is a buffer of its own in the lowered pipeline (Func::in's wrapper),
-        // for the direct path's tiles or the blocked path's (the rfactor of acc).
-        const std::string stmt_path = ::testing::TempDir() + "attngen_bf16_projection.stmt";
-        pipeline.result.compile_to_lowered_stmt(stmt_path, pipeline.result.infer_arguments(),
-                                                Halide::Text, t);
-        std::ifstream stmt_file(stmt_path);
-        const std::string stmt((std::istreambuf_iterator<char>(stmt_file)),
-                               std::istreambuf_iterator<char>());
-        // Names as "allocate proj_weights_f32$1_in_proj_acc$1_intm$0".
-        bool staged = false;
-        for (size_t at = stmt.find("allocate proj_weights_f32"); at != std::string::npos;
-             at = stmt.find("allocate proj_weights_f32", at + 1)) {
-            const std::string line = stmt.substr(at, stmt.find('\n', at) - at);
-            staged |= line.find(c.direct ? "_acc_direct" : "_intm") != std::string::npos;
-        }
-        EXPECT_TRUE(staged) << "no staged copy of the widened weights";
+        // for the direct path's tiles or the blocked path's (the rfactor of acc), named as
+        // "allocate proj_weights_f32$1_in_proj_acc$1_intm$0".
+        EXPECT_TRUE(
+            lowered_allocates(pipeline, t, "proj_weights_f32", c.direct ? "_acc_direct" : "_intm"))
+            << "no staged copy of the widened weights";
         const attngen::CpuScheduleKnobs k = attngen::resolve_cpu_knobs(knobs, t);
         const int tile_rows = k.gemm_rows, task_rows = k.gemm_rows * k.gemm_row_tiles;
         // 5 rows: the blocked path, on AVX-512 too (the direct path takes more than 8).
