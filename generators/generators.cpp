@@ -930,16 +930,28 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         // 4.44-4.84, and the flash kernel took 4.08 at 128 queries and 3.87 at 256.
         const Expr many_queries = query.dim(1).extent() >=
                                   max(kCacheFlashMinQueries, key_limit / kCacheFlashKeysPerQuery);
-        Var c("c"), i("i"), h("h"), b("b"), ih("ih");
+        Var c("c"), i("i"), h("h"), b("b"), hi("hi");
         Func out("cache_attention_out");
         out(c, i, h, b) = select(many_queries, prompt(c, i, h, b), a.out(c, i, h, b));
         if (!using_autoscheduler()) {
+            // Stored query by query, every head of a query side by side, as the output
+            // projection reads it (merged_heads): stored head by head, each of its row tiles
+            // read a head's features from a run 256 KiB away from the last (512 queries of
+            // 128 features), and at llama3-8b-prefill that projection took 1.02-1.19x the time
+            // of the query projection, the same product over a caller's rows
+            // (attngen_parallel_timeline, Zen 3, nine runs); 1.00-1.10x after (three runs).
+            // scripts/paired_ab.py, 16 pairs in 4 sessions, 2 threads, Zen 3, old/new:
+            // decode/llama3-8b-prefill 1.10x (new faster in 11 of 16); the copy itself went from
+            // 0.9-1.1 to 1.3-1.6 ms of the call's 370-470.
             // A prompt's copy in tasks of kCopyRowsPerTask rows: in tasks of one row (a head of
             // one query), a llama3-8b-prefill's copy was 16384 tasks of 512 bytes and took
             // 2.4 ms (attngen_parallel_timeline, Intel Xeon, 2 threads).
-            out.compute_root().fuse(i, h, ih).vectorize(c, natural_vector_size<float>(),
-                                                        TailStrategy::GuardWithIf);
-            out.specialize(many_queries).parallel(ih, kCopyRowsPerTask, TailStrategy::GuardWithIf);
+            out.compute_root()
+                .reorder_storage(c, h, i, b)
+                .reorder(c, h, i, b)
+                .fuse(h, i, hi)
+                .vectorize(c, natural_vector_size<float>(), TailStrategy::GuardWithIf);
+            out.specialize(many_queries).parallel(hi, kCopyRowsPerTask, TailStrategy::GuardWithIf);
         }
         return out;
     }
