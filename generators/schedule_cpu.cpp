@@ -949,11 +949,13 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // The accumulators span a whole panel, and a tile narrower than it (AVX2, SSE, NEON) walks
     // the panel's tile columns inside each tile of rows: the rows' inputs are read from L1 by
     // every column, and the block's weights, a quarter of a 64-byte line per step for each
-    // column, stay in L1 (gemm_k_block, resolve_cpu_knobs). With one accumulator per tile
-    // column, each column read the rows again from L2 and its weights with a 256-byte stride,
-    // which maps a block onto a quarter of L1's sets: the AVX2 variant's inner loop ran at
-    // 0.82 of a core's FMA peak (projection/bert-512, 1 thread, Zen 4), 0.92 now; a C++ model
-    // of the two loop orders ran at 0.87 and 0.96.
+    // column, stay in L1 in blocks of kShortReductionBlock (64) features; AVX2's blocks of
+    // kAvx2LongReductionBlock (512, 128 KiB of a panel, for reductions over more than 512) are
+    // read from L2, from the staged copy below (gemm_k_block, resolve_cpu_knobs). With one
+    // accumulator per tile column, each column read the rows again from L2 and its weights
+    // with a 256-byte stride, which maps a block onto a quarter of L1's sets: the AVX2
+    // variant's inner loop ran at 0.82 of a core's FMA peak (projection/bert-512, 1 thread,
+    // Zen 4), 0.92 now; a C++ model of the two loop orders ran at 0.87 and 0.96.
     Var ov("ov"), ol("ol"), nt("nt"), nl("nl"), oc("oc"), ot("ot");
     p.acc.compute_at(p.result, oo).bound_extent(p.o, kWeightPadding).vectorize(p.o, vec);
     // Features per block along each of the reduction's two dimensions: within a group first,
