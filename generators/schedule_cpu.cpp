@@ -78,6 +78,11 @@ constexpr int kShortReductionFeatures = 512;
 // (resolve_cpu_knobs has the measurements).
 constexpr int kAvx2LongReductionBlock = 512;
 
+// Rows of a register tile of vdpbf16ps on a projection's direct path, at most, and the rows of
+// a block of its projections where the knobs' tiles are taller (schedule_projection_cpu).
+constexpr int kBf16DotDirectMaxRows = 4;
+constexpr int kBf16DotBlockRows = 128;
+
 // A projection whose input is at most this large makes panels of output features its parallel
 // tasks (schedule_projection_cpu): the input, and a panel of weights, then stay in L2 (1 MiB
 // per core on the x86 server CPUs attngen is measured on).
@@ -804,6 +809,25 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
                            ")");
     }
     const int tile_l = knobs.gemm_rows;
+    // The direct path's vdpbf16ps tiles (the bfloat16 kernels' AVX512-BF16 variant, which only AMD
+    // Zen 4 and 5 take: runtime/bf16_dot_probe.h) take at most kBf16DotDirectMaxRows rows, in row
+    // blocks of kBf16DotBlockRows. The 4 x 6 tile of the tuned file (from an Intel Xeon) fits by
+    // resolve_cpu_knobs' count (29 registers), yet LLVM did not keep it in them: perf of
+    // mha_forward_bf16/bert-128's q_proj on a Zen 4 showed about 20 vmovaps moving accumulators
+    // between registers in every step, one stored to the stack and loaded back, and the rows'
+    // broadcast addresses computed in a vector register; the 4 x 4 tile's step is 4 loads, 4
+    // broadcasts and 16 vdpbf16ps. attngen_parallel_timeline bert-128 bf16: each input projection
+    // 487 -> 342 us (0.67 -> 0.96 of fma_peak_bf16). scripts/paired_ab.py, 2 threads, Zen 4,
+    // old/new: mha_forward_bf16/bert-128 1.20x (new faster in 20 of 20 pairs), bert-512-b8 1.06x,
+    // gpt2-causal 1.04x, long-causal 1.03x, tutorial 1.02x, bert-512 0.98x and 1.02x in two runs;
+    // tutorial-cross, long-single, the llama3 prefill and the decode shapes 0.99-1.01x. The 4-row
+    // tiles in the tuned blocks of 132 rows (22 x 6) lost at bert-512 (0.96x); in blocks of 128
+    // they did not. The blocked path's 6-row vdpbf16ps tiles step cleanly (6 broadcasts, 24
+    // products) and keep tile_l: with 4 there too, the llama3 prefill (4096 input features) lost
+    // 0.96x. The result's row tiles are the direct path's on every path (acc_direct is computed per
+    // tile of the result's rows).
+    const bool dot_tiles = p.paired && has_bfloat16_dot_product(target);
+    const int direct_tile_l = dot_tiles ? std::min(tile_l, kBf16DotDirectMaxRows) : tile_l;
     schedule_projection_operand(p, vec);
     if (p.amx_tiles.defined()) {
         schedule_projection_amx(p, output_features);
@@ -843,8 +867,9 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // reduction's result is the sum of its tasks' partial sums: a few rows by the output features,
     // each added kSplitReductionTasks times, less work than waking the threads for it (see
     // schedule_decode_attention_cpu's merge).
-    const auto panels = [&](Stage s) {
-        return s.split(p.n, no, ni, tile_l, TailStrategy::GuardWithIf).reorder(oi, ni, no, oo);
+    const auto panels = [&](Stage s, int rows_per_tile) {
+        return s.split(p.n, no, ni, rows_per_tile, TailStrategy::GuardWithIf)
+            .reorder(oi, ni, no, oo);
     };
     // With the direct path (DirectPath), each branch of many rows gets a copy of itself for the
     // calls that take it: the same loops over the same tasks, the sum from acc_direct.
@@ -852,10 +877,11 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
         if (p.acc_direct.defined()) s.specialize(p.direct);
     };
     if (rows == ProjectionRows::FewOrMany)
-        panels(p.result.specialize(p.rows <= kSplitReductionMaxRows));
+        panels(p.result.specialize(p.rows <= kSplitReductionMaxRows), direct_tile_l);
     const Expr input_bytes = cast<int64_t>(p.rows) * p.in_features * int(sizeof(float));
     and_direct(
-        panels(p.result.specialize(input_bytes <= Expr(kPanelTasksMaxInputBytes))).parallel(oo));
+        panels(p.result.specialize(input_bytes <= Expr(kPanelTasksMaxInputBytes)), direct_tile_l)
+            .parallel(oo));
     // Otherwise rows go in blocks of gemm_row_tiles register tiles, with the blocks parallel and
     // the tiles of a block innermost: one panel of weights (kWeightPadding x in floats,
     // 192 KiB for 768 inputs) is read from L3 once per block and from L2 by the block's other
@@ -885,14 +911,16 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     const int group_features = std::max(kWeightPadding, tile_o * kRowBlockOutputTiles);
     const auto row_blocks = [&](Stage s, int block_rows) {
         s.split(p.n, nb, nr, block_rows, TailStrategy::GuardWithIf)
-            .split(nr, no, ni, tile_l, TailStrategy::GuardWithIf)
+            .split(nr, no, ni, direct_tile_l, TailStrategy::GuardWithIf)
             .split(oo, og, oo, group_features / kWeightPadding, TailStrategy::GuardWithIf)
             .reorder(oi, ni, no, oo, og, nb)
             .fuse(og, nb, task)
             .parallel(task);
         and_direct(s);
     };
-    const int block_rows = knobs.gemm_row_tiles * tile_l;
+    const int block_rows = dot_tiles && tile_l > kBf16DotDirectMaxRows
+                               ? kBf16DotBlockRows
+                               : knobs.gemm_row_tiles * tile_l;
     const Expr groups = ceil_div(p.out_features, group_features);
     row_blocks(p.result.specialize(groups >= kTallRowBlockMinGroups),
                kTallRowBlockFactor * block_rows);
@@ -904,7 +932,7 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
         Var dv("dv"), dl("dl");
         p.acc_direct.compute_at(p.result, no)
             .bound_extent(p.o, tile_o)
-            .bound_extent(p.n, tile_l)
+            .bound_extent(p.n, direct_tile_l)
             .split(p.o, dv, dl, vec)
             .vectorize(dl)
             .unroll(dv)

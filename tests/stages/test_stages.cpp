@@ -314,7 +314,7 @@ struct ProjectionPipeline {
     explicit ProjectionPipeline(const Target &target,
                                 attngen::ProjectionRows rows = attngen::ProjectionRows::Many,
                                 const attngen::CpuScheduleKnobs &knobs = {}, int group_size = 0)
-        : ProjectionPipeline(target, rows, knobs, group_size, Float(32), {}) {}
+        : ProjectionPipeline(target, rows, knobs, group_size, Float(32), {}, false) {}
 
     // Bfloat16 weights in pairs (layout.h), with the operand as float32 and the direct path
     // where the target's tiles allow it, as the generators give a CPU without a bfloat16 dot
@@ -322,7 +322,15 @@ struct ProjectionPipeline {
     static ProjectionPipeline bfloat16_float_operand(const Target &target,
                                                      const attngen::CpuScheduleKnobs &knobs) {
         return ProjectionPipeline(target, attngen::ProjectionRows::Many, knobs, 0, BFloat(16),
-                                  attngen::cpu_direct_path(target, knobs));
+                                  attngen::cpu_direct_path(target, knobs), true);
+    }
+
+    // Bfloat16 weights in pairs and the operand rounded to bfloat16 pairs, which a target with
+    // a bfloat16 dot product reduces in vdpbf16ps lanes, with the direct path.
+    static ProjectionPipeline bfloat16_dot(const Target &target,
+                                           const attngen::CpuScheduleKnobs &knobs) {
+        return ProjectionPipeline(target, attngen::ProjectionRows::Many, knobs, 0, BFloat(16),
+                                  attngen::cpu_direct_path(target, knobs), false);
     }
 
     bool bfloat16() const { return w_t.type() == BFloat(16); }
@@ -330,19 +338,18 @@ struct ProjectionPipeline {
   private:
     ProjectionPipeline(const Target &target, attngen::ProjectionRows rows,
                        const attngen::CpuScheduleKnobs &knobs, int group_size, const Type &storage,
-                       const attngen::DirectPath &direct)
+                       const attngen::DirectPath &direct, bool float_operand)
         : w_t(storage, 2, "w_t") {
         Var d("d"), g("g"), n("n");
         Func x_rows("x_rows");
         const Expr in = x.dim(0).extent();
         const Expr size = group_size > 0 ? Expr(group_size) : in;
         x_rows(d, g, n) = x(g * size + d, n);
-        const bool float_operand = storage != Float(32);
         stage = attngen::define_projection("proj", x_rows, size, in / size, x.dim(1).extent(),
                                            bias.dim(0).extent(), w_t, bias, storage, {}, direct,
                                            float_operand);
         attngen::schedule_projection_cpu(stage, target, knobs, rows,
-                                         float_operand ? Expr(out_features) : Expr());
+                                         storage != Float(32) ? Expr(out_features) : Expr());
         result = stage.result;
         result.compile_jit(target);
     }
@@ -609,6 +616,39 @@ TEST(Projection, BFloat16WeightsWidenedOnceForManyRegisterTiles) {
         ++checked;
     }
     if (checked == 0) GTEST_SKIP() << "neither AVX-512 nor AVX2 on this CPU";
+}
+
+// Bfloat16 pairs multiplied by vdpbf16ps (the bfloat16 kernels' AVX512-BF16 variant, which only
+// AMD Zen 4 and 5 take): the direct path's register tiles take at most 4 rows, in row blocks of
+// 128, where the knobs ask for 6 (schedule_projection_cpu: LLVM moved the 6-row tiles'
+// accumulators between registers in every step); the blocked path keeps 6. The lowered
+// statement shows the direct tile's accumulator, 64 outputs by 4 rows; the products stay exact
+// on both paths, rows around the tiles and the blocks.
+TEST(Projection, BFloat16DotDirectTilesTakeFourRows) {
+    attngen::CpuScheduleKnobs knobs;
+    knobs.gemm_vectors = 4, knobs.gemm_rows = 6, knobs.gemm_row_tiles = 22;
+    const Target host = get_host_target();
+    if (host.arch != Target::X86 || !host.has_feature(Target::AVX512_Zen4)) {
+        GTEST_SKIP() << "no AVX512-BF16 (Halide's avx512_zen4 set) on this CPU";
+    }
+    const Target t("x86-64-linux-avx512_skylake-avx512_zen4");
+    ASSERT_TRUE(attngen::has_bfloat16_dot_product(t));
+    ProjectionPipeline pipeline = ProjectionPipeline::bfloat16_dot(t, knobs);
+    ASSERT_TRUE(pipeline.stage.paired);
+    ASSERT_TRUE(pipeline.stage.acc_direct.defined());
+    ASSERT_FALSE(pipeline.stage.weights_f32.defined());
+    EXPECT_TRUE(lowered_allocates(pipeline, t, "proj_acc_direct", "[float32 * 64 * 4]"))
+        << "the direct path's tile is not 64 outputs by 4 rows";
+    EXPECT_FALSE(lowered_allocates(pipeline, t, "proj_acc_direct", "[float32 * 64 * 6]"));
+    // 5 rows: the blocked path (the direct path takes more than 8); 1000 features: an input
+    // larger than the panel tasks take, in row blocks of 128; 1030: the blocked path's.
+    for (int rows : {5, 9, 12, 13, 17, 18, 19, 25}) {
+        for (int in : {1, 31, 64, 67}) {
+            for (int out : {1, 63, 65, 130}) check_projection(pipeline, rows, in, out);
+        }
+    }
+    for (int rows : {127, 129, 200}) check_projection(pipeline, rows, 1000, 768);
+    for (int rows : {127, 133, 200}) check_projection(pipeline, rows, 1030, 130);
 }
 
 // The bfloat16 operand of grouped inputs (the output projection's, over heads) is written group
