@@ -809,23 +809,23 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
                            ")");
     }
     const int tile_l = knobs.gemm_rows;
-    // The direct path's vdpbf16ps tiles (the bfloat16 kernels' AVX512-BF16 variant, which only AMD
-    // Zen 4 and 5 take: runtime/bf16_dot_probe.h) take at most kBf16DotDirectMaxRows rows, in row
-    // blocks of kBf16DotBlockRows. The 4 x 6 tile of the tuned file (from an Intel Xeon) fits by
-    // resolve_cpu_knobs' count (29 registers), yet LLVM did not keep it in them: perf of
-    // mha_forward_bf16/bert-128's q_proj on a Zen 4 showed about 20 vmovaps moving accumulators
-    // between registers in every step, one stored to the stack and loaded back, and the rows'
-    // broadcast addresses computed in a vector register; the 4 x 4 tile's step is 4 loads, 4
-    // broadcasts and 16 vdpbf16ps. attngen_parallel_timeline bert-128 bf16: each input projection
-    // 487 -> 342 us (0.67 -> 0.96 of fma_peak_bf16). scripts/paired_ab.py, 2 threads, Zen 4,
-    // old/new: mha_forward_bf16/bert-128 1.20x (new faster in 20 of 20 pairs), bert-512-b8 1.06x,
-    // gpt2-causal 1.04x, long-causal 1.03x, tutorial 1.02x, bert-512 0.98x and 1.02x in two runs;
-    // tutorial-cross, long-single, the llama3 prefill and the decode shapes 0.99-1.01x. The 4-row
-    // tiles in the tuned blocks of 132 rows (22 x 6) lost at bert-512 (0.96x); in blocks of 128
-    // they did not. The blocked path's 6-row vdpbf16ps tiles step cleanly (6 broadcasts, 24
-    // products) and keep tile_l: with 4 there too, the llama3 prefill (4096 input features) lost
-    // 0.96x. The result's row tiles are the direct path's on every path (acc_direct is computed per
-    // tile of the result's rows).
+    // The direct path's vdpbf16ps tiles (the bfloat16 kernels' AVX512-BF16 variant, taken where
+    // vdpbf16ps pays, of the CPUs measured AMD Zen 4 and 5: runtime/bf16_dot_probe.h) take at most
+    // kBf16DotDirectMaxRows rows, in row blocks of kBf16DotBlockRows. The 4 x 6 tile of the tuned
+    // file (from an Intel Xeon) fits by resolve_cpu_knobs' count (29 registers), yet LLVM did not
+    // keep it in them: perf of mha_forward_bf16/bert-128's q_proj on a Zen 4 showed about 20
+    // vmovaps moving accumulators between registers in every step, one stored to the stack and
+    // loaded back, and the rows' broadcast addresses computed in a vector register; the 4 x 4
+    // tile's step is 4 loads, 4 broadcasts and 16 vdpbf16ps. attngen_parallel_timeline bert-128
+    // bf16: each input projection 487 -> 342 us (0.67 -> 0.96 of fma_peak_bf16).
+    // scripts/paired_ab.py, 2 threads, Zen 4, old/new: mha_forward_bf16/bert-128 1.20x (new faster
+    // in 20 of 20 pairs), bert-512-b8 1.06x, gpt2-causal 1.04x, long-causal 1.03x, tutorial 1.02x,
+    // bert-512 0.98x and 1.02x in two runs; tutorial-cross, long-single, the llama3 prefill and the
+    // decode shapes 0.99-1.01x. The 4-row tiles in the tuned blocks of 132 rows (22 x 6) lost at
+    // bert-512 (0.96x); in blocks of 128 they did not. The blocked path's 6-row vdpbf16ps tiles
+    // step cleanly (6 broadcasts, 24 products) and keep tile_l: with 4 there too, the llama3
+    // prefill (4096 input features) lost 0.96x. The result's row tiles are the direct path's on
+    // every path (acc_direct is computed per tile of the result's rows).
     const bool dot_tiles = p.paired && has_bfloat16_dot_product(target);
     const int direct_tile_l = dot_tiles ? std::min(tile_l, kBf16DotDirectMaxRows) : tile_l;
     schedule_projection_operand(p, vec);

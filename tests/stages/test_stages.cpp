@@ -618,12 +618,12 @@ TEST(Projection, BFloat16WeightsWidenedOnceForManyRegisterTiles) {
     if (checked == 0) GTEST_SKIP() << "neither AVX-512 nor AVX2 on this CPU";
 }
 
-// Bfloat16 pairs multiplied by vdpbf16ps (the bfloat16 kernels' AVX512-BF16 variant, which only
-// AMD Zen 4 and 5 take): the direct path's register tiles take at most 4 rows, in row blocks of
-// 128, where the knobs ask for 6 (schedule_projection_cpu: LLVM moved the 6-row tiles'
-// accumulators between registers in every step); the blocked path keeps 6. The lowered
-// statement shows the direct tile's accumulator, 64 outputs by 4 rows; the products stay exact
-// on both paths, rows around the tiles and the blocks.
+// Bfloat16 pairs multiplied by vdpbf16ps (the bfloat16 kernels' AVX512-BF16 variant, taken where
+// vdpbf16ps pays: AMD Zen 4 and 5 of the CPUs measured): the direct path's register tiles take at
+// most 4 rows, in row blocks of 128, where the knobs ask for 6 (schedule_projection_cpu: LLVM moved
+// the 6-row tiles' accumulators between registers in every step); the blocked path keeps 6. The
+// lowered statement shows the direct tile's accumulator, 64 outputs by 4 rows; the products stay
+// exact on both paths, rows around the tiles and the blocks.
 TEST(Projection, BFloat16DotDirectTilesTakeFourRows) {
     attngen::CpuScheduleKnobs knobs;
     knobs.gemm_vectors = 4, knobs.gemm_rows = 6, knobs.gemm_row_tiles = 22;
