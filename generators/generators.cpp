@@ -493,13 +493,10 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
             attention(qr, kr, vh, hd, v_head_dim, q_len, kv_len, heads / num_kv_heads, scale, mask,
                       weights ? &probs : nullptr, products, rope == 0, num_kv_heads);
 
-        // The output projection reads the per-head attention output as (d, h, row): the head
-        // merge is the reduction's index order, not a copy.
-        Func merged("merged_heads");
-        Var d("d"), g("g"), n("n");
-        merged(d, g, n) = attention_out(d, n % q_len, g, n / q_len);
+        MergedHeads merged =
+            merge_heads(attention_out, q_len, batch, !get_target().has_gpu_feature());
         ProjectionStage po = define_projection(
-            "out_proj", merged, v_head_dim, heads, q_rows, bo.dim(0).extent(),
+            "out_proj", merged.merged, v_head_dim, heads, q_rows, bo.dim(0).extent(),
             packed_weights(wo_t, o_in, amx_o), bounded(bo), storage_type(precision),
             few_rows_path(), direct, float_x, staged_path(), amx_o);
         output = po.result;
@@ -511,6 +508,7 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         set_all_estimates();
         if (using_autoscheduler()) return;
         const Target t = get_target();
+        if (merged.places.defined()) merged.places.compute_root();
         for (ProjectionStage *p : {&pq, &pk, &pv, &po}) {
             if (t.has_gpu_feature()) {
                 schedule_projection_gpu(
@@ -865,11 +863,9 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         const Func attention_out = t.has_gpu_feature() ? cache_attention_gpu(qr, keys, values, n)
                                                        : cache_attention_cpu(qr, keys, values, n);
 
-        Func merged("merged_heads");
-        Var d("d"), g("g"), row("row");
-        merged(d, g, row) = attention_out(d, row % q_len, g, row / q_len);
+        MergedHeads merged = merge_heads(attention_out, q_len, batch, !t.has_gpu_feature());
         ProjectionStage po = define_projection(
-            "out_proj", merged, v_head_dim, num_heads, q_len * batch, bo.dim(0).extent(),
+            "out_proj", merged.merged, v_head_dim, num_heads, q_len * batch, bo.dim(0).extent(),
             packed_weights(wo_t, o_in, amx_o), bounded(bo), storage_type(precision),
             few_rows_path(), DirectPath{}, float_operand(), staged_path(), amx_o);
         output = po.result;
@@ -902,6 +898,7 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
             schedule_projection_gpu(po, gpu_knobs(), ProjectionResult::Output);
             return;
         }
+        merged.places.compute_root();
         schedule_projection_cpu(pq, t, cpu_knobs(), ProjectionRows::FewOrMany);
         schedule_projection_cpu(po, t, cpu_knobs(), ProjectionRows::FewOrMany,
                                 output.dim(0).extent());

@@ -344,9 +344,33 @@ Func as_rows(const Func &x, const Expr &len) {
     // output projection's samples on the idivs at bert-512. Read from a table of each row's
     // place computed once per call instead, the idivs were gone and the AVX2 forward measured
     // level (scripts/ab_runs.py, 3 rounds, Zen 4: bert-128, bert-512, gpt2-causal, tutorial
-    // 1.00-1.01x): the divisions overlap the tile's FMAs.
+    // 1.00-1.01x): the divisions overlap the tile's FMAs. (Not so for the output projection's
+    // heads on AVX-512, a reduction of 64 features per head: merge_heads.)
     rows(d, g, n) = x(d, n % len, n / len);
     return rows;
+}
+
+MergedHeads merge_heads(const Func &attention_out, const Expr &len, const Expr &batch,
+                        bool row_places) {
+    Var d("d"), g("g"), n("n");
+    MergedHeads m{Func("merged_heads"), Func()};
+    if (!row_places) {
+        m.merged(d, g, n) = attention_out(d, n % len, g, n / len);
+        return m;
+    }
+    // The projection's reduction runs over (d, g) with the heads outside: a register tile's
+    // rows found their places again at every head, two idivs per row that LLVM does not hoist
+    // (an idiv may trap). perf, bert-512, AVX-512: the output projection took 12% longer than
+    // each input projection (attngen_parallel_timeline), 3.5% with the table. Paired calls,
+    // Zen 4 (scripts/paired_ab.py, 15 pairs x 3 sessions): mha_forward/ bert-512 1.021x (15 of
+    // 15), bert-128 1.015x, gpt2-causal 1.029x; again in the whole library, 12 x 3: bert-512
+    // 1.025x, decode/llama3-8b-prefill 1.018x, gpt2-decode and bfloat16 (whose operand is a
+    // rounded copy) level. The clamps bound the loaded places for Halide.
+    m.places = Func("merged_row_places");
+    m.places(n) = {n % len, n / len};
+    const Expr l = clamp(m.places(n)[0], 0, len - 1), b = clamp(m.places(n)[1], 0, batch - 1);
+    m.merged(d, g, n) = attention_out(d, l, g, b);
+    return m;
 }
 
 Func split_heads(const std::string &name, const Func &projected, const Expr &head_dim,

@@ -183,6 +183,17 @@ Halide::Expr round_operand(const Halide::Expr &x, const Halide::Type &type);
 // features, rows of all batches in one sequence.
 Halide::Func as_rows(const Halide::Func &x, const Halide::Expr &len);
 
+// The output projection's operand: the attention's per-head output out(d, l, h, b) read as
+// merged(d, h, n), row n = l + b * len. The head merge is the reduction's index order, not a
+// copy. With `row_places` (CPU kernels), each row's (l, b) is read from a table, `places`, that
+// the caller computes once per call (compute_root); otherwise it is divided where it is read.
+struct MergedHeads {
+    Halide::Func merged;
+    Halide::Func places;  // defined with row_places only
+};
+MergedHeads merge_heads(const Halide::Func &attention_out, const Halide::Expr &len,
+                        const Halide::Expr &batch, bool row_places);
+
 // Head split as an index remap: heads(d, l, h, b) = projected(h * head_dim + d, l + b * len),
 // in float32 (a projection may store its result narrower: store_result_as).
 Halide::Func split_heads(const std::string &name, const Halide::Func &projected,
