@@ -776,6 +776,43 @@ TEST(Knobs, FewRowsGpuBlocksFitALaunch) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// merge_heads: the output projection's operand, row n = l + b * len of every head, whether each
+// row's place is divided where it is read or read from the table (CPU kernels). The lengths are
+// run-time parameters, as in the kernels, so that Halide divides by a value it does not know.
+
+TEST(MergeHeads, EveryRowReadsItsItemAndPositionInBothForms) {
+    const int head_dim = 3, heads = 2;
+    Var d("d"), l("l"), h("h"), b("b");
+    Func out("out");
+    // Distinct per (d, l, h, b) and exact in float32.
+    out(d, l, h, b) = cast<float>(d + 10 * l + 1000 * h + 10000 * b);
+    for (bool table : {false, true}) {
+        for (int len : {1, 7, 16}) {
+            for (int batch : {1, 3}) {
+                SCOPED_TRACE(std::string(table ? "table" : "divided") + " len " +
+                             std::to_string(len) + " batch " + std::to_string(batch));
+                Param<int> len_param("len"), batch_param("batch");
+                len_param.set(len);
+                batch_param.set(batch);
+                attngen::MergedHeads m = attngen::merge_heads(out, len_param, batch_param, table);
+                ASSERT_EQ(m.places.defined(), table);
+                if (table) m.places.compute_root();
+                Buffer<float> merged = m.merged.realize({head_dim, heads, len * batch});
+                for (int n = 0; n < len * batch; ++n) {
+                    for (int g = 0; g < heads; ++g) {
+                        for (int k = 0; k < head_dim; ++k) {
+                            const float want =
+                                float(k + 10 * (n % len) + 1000 * g + 10000 * (n / len));
+                            ASSERT_EQ(merged(k, g, n), want) << "row " << n << " head " << g;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // define_rope_angles and apply_rope: the formula of DESIGN.md at positions far past 2^16.
 
 TEST(Rope, MatchesTheFormulaAtLargePositions) {
