@@ -134,12 +134,15 @@ TEST(Decode, ValueHeadSizesAtTheValueTileEdges) {
     }
 }
 
-// A cache longer than one split of the decode kernel (at most 256 keys): splits merged by their
-// log-sum-exp, the keys shared out evenly among them (define_decode_attention). Steps from
-// 512 keys (two whole splits) to 516 (three of 176), and over 596-600 keys (three of 208).
+// A cache longer than one split of the decode kernel (at most decode_split_keys keys: 256 by
+// default, 512 in the x86 tuned file): splits merged by their log-sum-exp, the keys shared out
+// evenly among them (define_decode_attention). With 256: steps from 512 keys (two whole splits)
+// to 516 (three of 176), and over 596-600 keys (three of 208); with 512: from 1024 (two whole
+// splits) to 1028 (three of 352), and 516 and 600 keys in two splits.
 TEST(Decode, LongCacheAcrossSplits) {
     DecodeAndCheck(Model(16, 4).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF), 600, 595, 600);
     DecodeAndCheck(Model(16, 4), 516, 511, 516);
+    DecodeAndCheck(Model(16, 4).num_kv_heads(2), 1028, 1023, 1028);
 }
 
 TEST(Decode, ItemsAtDifferentLengthsInOneCall) {
