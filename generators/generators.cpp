@@ -898,7 +898,7 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
             schedule_projection_gpu(po, gpu_knobs(), ProjectionResult::Output);
             return;
         }
-        merged.places.compute_root();
+        if (merged.places.defined()) merged.places.compute_root();
         schedule_projection_cpu(pq, t, cpu_knobs(), ProjectionRows::FewOrMany);
         schedule_projection_cpu(po, t, cpu_knobs(), ProjectionRows::FewOrMany,
                                 output.dim(0).extent());
