@@ -918,7 +918,8 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         DecodeAttentionStage a = define_decode_attention(
             decode_inputs(q, keys, values, n), knobs.decode_split_keys, DecodeSplit::ShrinkToCall);
         if (!using_autoscheduler()) {
-            schedule_decode_attention_cpu(a, get_target(), cpu_knobs(), storage_type(precision));
+            schedule_decode_attention_cpu(a, get_target(), cpu_knobs(), storage_type(precision),
+                                          rope == 0);
         }
         const Func prompt = cache_flash_attention(q, keys, values, n);
         // llama3-8b shape (32 heads over 8 KV heads of 128), float32, Zen 4, ms per query at

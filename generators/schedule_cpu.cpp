@@ -1069,12 +1069,18 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
 }
 
 void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target,
-                                   const CpuScheduleKnobs &requested, const Type &cache_element) {
+                                   const CpuScheduleKnobs &requested, const Type &cache_element,
+                                   const Expr &unrotated) {
     const CpuScheduleKnobs knobs = resolve_cpu_knobs(requested, target);
     const int vec = vector_width(target);
     const Var &j = a.j, &r = a.r, &c = a.c, &d = a.d, &hk = a.hk, &b = a.b, &u = a.u, &s = a.s;
 
+    // Without rotary positions, a branch without the rotation: in the generic branch the
+    // rotation's partner reads were per-lane loads, about 2 us of a GPT-2 step's 141 on the
+    // calling thread (perf, Zen 4); the gap before the split loop went from 3.0-3.4 to 1.2-1.5
+    // us (attngen_parallel_timeline gpt2-decode).
     a.q_rows.compute_root().vectorize(d, vec, TailStrategy::GuardWithIf);
+    a.q_rows.specialize(unrotated);
 
     // A task reads its split of one key/value head's cache once for every query row of the
     // group: the memory traffic a decoding step cannot avoid.
@@ -1198,7 +1204,14 @@ void schedule_cache_key_rows_cpu(Func rows, Func rotated, const Expr &positions,
         .split(a[1], yo, yi, vec, TailStrategy::GuardWithIf)
         .reorder(yi, xi, xo, yo)
         .vectorize(yi);
-    few.specialize(key_feature_stride == 1);
+    // A step's keys (features dense) without rotary positions get a branch of their own: in
+    // the tile's generic branch LLVM hoisted the rotation's per-lane partner indices above the
+    // test of the mode, and a GPT-2 step's 48 tiles took 4.3 us of a 141 us step, 0.5 us in
+    // their own branch (attngen_parallel_timeline gpt2-decode, Zen 4). With the query rows'
+    // branch (schedule_decode_attention_cpu), scripts/paired_ab.py, 2 threads, Zen 4, old/new:
+    // decode/gpt2-decode 1.053x (new faster in 13 of 15 pairs), bfloat16 1.051x (11 of 12);
+    // llama3-8b-decode, its prefill and long-decode (rotated) level.
+    few.specialize(key_feature_stride == 1).specialize(unrotated);
     schedule_transpose(rows, rotated, a[0], a[1], features, vec, TailStrategy::GuardWithIf,
                        unrotated);
 }

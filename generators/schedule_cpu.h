@@ -84,10 +84,11 @@ void schedule_rope_angles_cpu(Halide::Func angles, const Halide::Target &target,
 
 // Schedules the decode attention (define_decode_attention): one parallel task per (split,
 // key/value head, batch row), the merge per (key/value head, batch row). a.out is inlined into
-// its consumer (the output projection). `cache_element` is the type the KV cache holds.
+// its consumer (the output projection). `cache_element` is the type the KV cache holds; the
+// query rows are computed without the rotation where `unrotated` holds.
 void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Halide::Target &target,
-                                   const CpuScheduleKnobs &knobs,
-                                   const Halide::Type &cache_element);
+                                   const CpuScheduleKnobs &knobs, const Halide::Type &cache_element,
+                                   const Halide::Expr &unrotated);
 
 // The rows an append writes into the KV cache, (.., .., kv head, batch), `positions` for each
 // of `items`, in parallel over (kv head, batch) only for more rows than a decoding step
