@@ -381,7 +381,10 @@ static attngen_status attngen_kv_cache_append_impl(attngen_mha *m, attngen_kv_ca
         }
     }
     ATTNGEN_RETURN_IF_ERROR(require_finite(key, size_t(batch) * len * cfg.kdim, "key"));
-    ATTNGEN_RETURN_IF_ERROR(require_finite(value, size_t(batch) * len * cfg.vdim, "value"));
+    // Self-attention passes one tensor as both (every decoding step does): scanned once.
+    if (value != key || cfg.vdim != cfg.kdim) {
+        ATTNGEN_RETURN_IF_ERROR(require_finite(value, size_t(batch) * len * cfg.vdim, "value"));
+    }
 
     std::shared_lock<std::shared_mutex> lock(m->projections_mutex);
     ATTNGEN_RETURN_IF_ERROR(require_projections(m));
