@@ -381,7 +381,8 @@ static attngen_status attngen_kv_cache_append_impl(attngen_mha *m, attngen_kv_ca
         }
     }
     ATTNGEN_RETURN_IF_ERROR(require_finite(key, size_t(batch) * len * cfg.kdim, "key"));
-    // Self-attention passes one tensor as both (every decoding step does): scanned once.
+    // Self-attention may pass one tensor as both (the decoding steps of a decoder do): then it
+    // is scanned once.
     if (value != key || cfg.vdim != cfg.kdim) {
         ATTNGEN_RETURN_IF_ERROR(require_finite(value, size_t(batch) * len * cfg.vdim, "value"));
     }
