@@ -13,13 +13,17 @@
 #include <attngen/attngen.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "named_call.h"
@@ -31,9 +35,47 @@ using Clock = std::chrono::steady_clock;
 struct Loop {
     Clock::time_point start, end;
     int tasks;
+    int index;  // in the order the loops started
+};
+
+// One task as a thread ran it: which loop (its index in `loops`' order of starting), on the
+// calling thread or a worker, and when.
+struct Task {
+    int loop;
+    bool caller;
+    Clock::time_point start, end;
 };
 
 std::vector<Loop> loops;
+std::atomic<int> loops_started{0};
+std::thread::id caller_thread;
+// Each thread's tasks in a list of its own, so that recording one takes no lock that the other
+// threads wait on (a shared list under a mutex made a GPT-2 step 1.4x longer); the lists live as
+// long as the process, as the pool's workers do, and are read after the calls.
+std::mutex lists_mutex;
+std::vector<std::vector<Task> *> task_lists;
+halide_do_task_t pool_do_task = nullptr;
+
+std::vector<Task> &this_threads_tasks() {
+    thread_local std::vector<Task> *list = [] {
+        auto *made = new std::vector<Task>;
+        made->reserve(1 << 16);
+        const std::lock_guard<std::mutex> lock(lists_mutex);
+        task_lists.push_back(made);
+        return made;
+    }();
+    return *list;
+}
+
+int timed_do_task(void *user_context, halide_task_t f, int idx, uint8_t *closure) {
+    std::vector<Task> &list = this_threads_tasks();
+    const int loop = loops_started.load() - 1;
+    const Clock::time_point start = Clock::now();
+    const int result = pool_do_task(user_context, f, idx, closure);
+    list.push_back({loop, std::this_thread::get_id() == caller_thread, start, Clock::now()});
+    return result;
+}
+
 // A task that starts a parallel loop of its own records it from a worker thread.
 std::mutex loops_mutex;
 // The hook in place before ours: attngen's pool (runtime/spinning_pool.h) unless the
@@ -41,11 +83,12 @@ std::mutex loops_mutex;
 halide_do_par_for_t pool_do_par_for = halide_default_do_par_for;
 
 int timed_do_par_for(void *user_context, halide_task_t f, int min, int size, uint8_t *closure) {
+    const int index = loops_started.fetch_add(1);
     const Clock::time_point start = Clock::now();
     const int result = pool_do_par_for(user_context, f, min, size, closure);
     const Clock::time_point end = Clock::now();
     const std::lock_guard<std::mutex> lock(loops_mutex);
-    loops.push_back({start, end, size});
+    loops.push_back({start, end, size, index});
     return result;
 }
 
@@ -58,15 +101,27 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
+std::vector<Task> all_tasks() {
+    const std::lock_guard<std::mutex> lock(lists_mutex);
+    std::vector<Task> all;
+    for (const std::vector<Task> *list : task_lists)
+        all.insert(all.end(), list->begin(), list->end());
+    return all;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s <decode or MHA shape> [calls] [bf16]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s <decode or MHA shape> [calls] [bf16] [tasks]\n", argv[0]);
         return 2;
     }
     const int steps = argc > 2 ? std::max(1, std::atoi(argv[2])) : 2000;
-    const bool bf16 = argc > 3 && std::strcmp(argv[3], "bf16") == 0;
+    bool bf16 = false, trace_tasks = false;
+    for (int i = 3; i < argc; ++i) {
+        bf16 = bf16 || std::strcmp(argv[i], "bf16") == 0;
+        trace_tasks = trace_tasks || std::strcmp(argv[i], "tasks") == 0;
+    }
     std::string error;
     const std::function<attngen_status()> step = attngen_bench::named_call(
         argv[1], bf16 ? ATTNGEN_PRECISION_BF16 : ATTNGEN_PRECISION_F32, error);
@@ -75,7 +130,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (int i = 0; i < steps / 10 + 1; ++i) step();  // warm caches and threads
+    caller_thread = std::this_thread::get_id();
     pool_do_par_for = halide_set_custom_do_par_for(timed_do_par_for);
+    if (trace_tasks) pool_do_task = halide_set_custom_do_task(timed_do_task);
     std::vector<Clock::time_point> begins;
     for (int i = 0; i < steps; ++i) {
         begins.push_back(Clock::now());
@@ -86,6 +143,7 @@ int main(int argc, char **argv) {
     }
     begins.push_back(Clock::now());
     halide_set_custom_do_par_for(pool_do_par_for);
+    if (trace_tasks) halide_set_custom_do_task(pool_do_task);
     if (loops.size() % steps != 0) {
         std::fprintf(stderr, "%zu parallel loops in %d calls: not the same loops every call\n",
                      loops.size(), steps);
@@ -99,15 +157,49 @@ int main(int argc, char **argv) {
     }
     std::printf("%s (%s), %d calls: median call %.1f us, %zu parallel loops per call\n", argv[1],
                 bf16 ? "bf16" : "fp32", steps, median(step_us), per_step);
-    std::printf("%-6s %6s %12s %14s\n", "loop", "tasks", "median us", "gap before us");
+    // Per loop and kind of thread (0: the calling thread, 1: the workers): the time in its tasks,
+    // and the least time from the loop's start to one of them and from one to the loop's end.
+    // A kind that ran none of a loop's tasks counts the whole loop as both.
+    struct Share {
+        double busy = 0.0, first = std::numeric_limits<double>::infinity(), last = first;
+    };
+    std::vector<Loop> by_index(loops.size());
+    for (const Loop &l : loops) by_index[l.index] = l;
+    std::vector<std::array<Share, 2>> shares(loops.size());
+    for (const Task &t : all_tasks()) {
+        const Loop &l = by_index[t.loop];
+        Share &s = shares[t.loop][t.caller ? 0 : 1];
+        s.busy += us(t.end - t.start);
+        s.first = std::min(s.first, us(t.start - l.start));
+        s.last = std::min(s.last, us(l.end - t.end));
+    }
+    std::printf("%-6s %6s %12s %14s", "loop", "tasks", "median us", "gap before us");
+    if (trace_tasks) {
+        std::printf(
+            "  busy us (caller, workers), first worker task after us, idle at end us "
+            "(caller, workers)");
+    }
+    std::printf("\n");
     for (size_t k = 0; k < per_step; ++k) {
-        std::vector<double> time, gap;
+        std::vector<double> time, gap, busy[2], first, last[2];
         for (int i = 0; i < steps; ++i) {
             const Loop &l = loops[i * per_step + k];
-            time.push_back(us(l.end - l.start));
+            const double length = us(l.end - l.start);
+            time.push_back(length);
             gap.push_back(us(l.start - (k == 0 ? begins[i] : loops[i * per_step + k - 1].end)));
+            const std::array<Share, 2> &s = shares[l.index];
+            for (int w = 0; w < 2; ++w) {
+                busy[w].push_back(s[w].busy);
+                last[w].push_back(std::min(s[w].last, length));
+            }
+            first.push_back(std::min(s[1].first, length));
         }
-        std::printf("%-6zu %6d %12.1f %14.1f\n", k, loops[k].tasks, median(time), median(gap));
+        std::printf("%-6zu %6d %12.1f %14.1f", k, loops[k].tasks, median(time), median(gap));
+        if (trace_tasks) {
+            std::printf(" %8.1f %6.1f %8.1f %8.1f %6.1f", median(busy[0]), median(busy[1]),
+                        median(first), median(last[0]), median(last[1]));
+        }
+        std::printf("\n");
     }
     if (!tail_us.empty()) std::printf("after the last loop: %.1f us\n", median(tail_us));
     return 0;
