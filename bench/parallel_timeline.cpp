@@ -36,12 +36,15 @@ struct Loop {
     Clock::time_point start, end;
     int tasks;
     int index;  // in the order the loops started
+    halide_task_t f;
 };
 
-// One task as a thread ran it: which loop (its index in `loops`' order of starting), on the
-// calling thread or a worker, and when.
+// One task as a thread ran it: the last loop started when it began (its index in the order of
+// starting; the task's own loop, or one that a task of it started meanwhile), its function, on
+// the calling thread or a worker, and when.
 struct Task {
     int loop;
+    halide_task_t f;
     bool caller;
     Clock::time_point start, end;
 };
@@ -72,7 +75,7 @@ int timed_do_task(void *user_context, halide_task_t f, int idx, uint8_t *closure
     const int loop = loops_started.load() - 1;
     const Clock::time_point start = Clock::now();
     const int result = pool_do_task(user_context, f, idx, closure);
-    list.push_back({loop, std::this_thread::get_id() == caller_thread, start, Clock::now()});
+    list.push_back({loop, f, std::this_thread::get_id() == caller_thread, start, Clock::now()});
     return result;
 }
 
@@ -88,7 +91,7 @@ int timed_do_par_for(void *user_context, halide_task_t f, int min, int size, uin
     const int result = pool_do_par_for(user_context, f, min, size, closure);
     const Clock::time_point end = Clock::now();
     const std::lock_guard<std::mutex> lock(loops_mutex);
-    loops.push_back({start, end, size, index});
+    loops.push_back({start, end, size, index, f});
     return result;
 }
 
@@ -167,8 +170,12 @@ int main(int argc, char **argv) {
     for (const Loop &l : loops) by_index[l.index] = l;
     std::vector<std::array<Share, 2>> shares(loops.size());
     for (const Task &t : all_tasks()) {
-        const Loop &l = by_index[t.loop];
-        Share &s = shares[t.loop][t.caller ? 0 : 1];
+        // A task that began while a loop started by another task ran belongs to the latest loop
+        // before it with its function.
+        int loop = t.loop;
+        while (loop > 0 && by_index[loop].f != t.f) --loop;
+        const Loop &l = by_index[loop];
+        Share &s = shares[loop][t.caller ? 0 : 1];
         s.busy += us(t.end - t.start);
         s.first = std::min(s.first, us(t.start - l.start));
         s.last = std::min(s.last, us(l.end - t.end));
