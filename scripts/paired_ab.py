@@ -9,35 +9,74 @@ session (a fresh pair of servers).
     scripts/paired_ab.py OLD/bench/attngen_call_server NEW/bench/attngen_call_server \\
         bert-512,gpt2-decode --pairs 40 [--bf16]
 
+Either side may be a peer instead, served by scripts/peer_call_server.py in --torch-python:
+`peer:ort-gqa`, `peer:torch-eager` (decode shapes), `peer:ort-mha`, `peer:torch-mha`,
+`peer:torch-sdpa-mha` (MHA shapes; with --bf16 the torch ones in bfloat16). With the peer as
+OLD, old/new is attngen's speed-up over it:
+
+    scripts/paired_ab.py peer:ort-gqa build/bench/attngen_call_server gpt2-decode
+
 Each request runs the call once untimed (the server's pool may have slept while the other
 server ran) and then enough times for about --request-ms; its time is the median of those.
-Environment variables (ATTNGEN_CPU_DISPATCH, ATTNGEN_NUM_THREADS) reach both servers.
+Before each request, both servers' threads must have gone idle: ONNX Runtime's spin for about
+45 ms of CPU time after a call, torch's about 8 ms, attngen's pool 0.2 ms (measured from
+/proc/<pid>/task/*/schedstat). Environment variables (ATTNGEN_CPU_DISPATCH, HL_NUM_THREADS,
+ATEN_CPU_CAPABILITY) reach both servers.
 """
 from __future__ import annotations
 
 import argparse
+import glob
 import math
+import os
 import statistics
 import subprocess
 import sys
 import time
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+PEER = "peer:"
+# A server counts as idle once its threads ran less than this fraction of one core over
+# IDLE_WINDOW_S; a request waits at most IDLE_TIMEOUT_S for both.
+IDLE_WINDOW_S = 0.005
+IDLE_CORE_FRACTION = 0.05
+IDLE_TIMEOUT_S = 2.0
+
+
+class ServerError(Exception):
+    """A server that could not set its call up, or failed a request."""
+
 
 class Server:
-    def __init__(self, path: str, shape: str, bf16: bool):
-        args = [path, shape] + (["bf16"] if bf16 else [])
+    def __init__(self, spec: str, shape: str, bf16: bool, torch_python: str):
+        if spec.startswith(PEER):
+            args = [torch_python, os.path.join(HERE, "peer_call_server.py"), spec[len(PEER):]]
+        else:
+            args = [spec]
+        args += [shape] + (["bf16"] if bf16 else [])
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, bufsize=1)
         line = self.proc.stdout.readline().strip()
         if line != "ready":
             self.close()
-            sys.exit(f"{path} {shape}: {line or 'exited without a word'}")
+            raise ServerError(f"{spec} {shape}: {line or 'exited without a word'}")
+
+    def cpu_ns(self) -> int:
+        """CPU time its threads have run, in ns (0 where /proc has no schedstat)."""
+        total = 0
+        for path in glob.glob(f"/proc/{self.proc.pid}/task/*/schedstat"):
+            try:
+                with open(path) as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass  # a thread that ended meanwhile
+        return total
 
     def times_us(self, calls: int) -> list[float]:
         self.proc.stdin.write(f"{calls}\n")
         line = self.proc.stdout.readline().strip()
         if not line or line.startswith("error"):
-            sys.exit(f"server: {line or 'exited without a word'}")
+            raise ServerError(f"server: {line or 'exited without a word'}")
         return [float(t) for t in line.split()]
 
     def close(self) -> None:
@@ -45,6 +84,17 @@ class Server:
             self.proc.stdin.write("q\n")
             self.proc.stdin.flush()
             self.proc.wait()
+
+
+def wait_until_idle(servers: list[Server]) -> None:
+    """Returns once no server's threads are spinning (or after IDLE_TIMEOUT_S)."""
+    give_up = time.monotonic() + IDLE_TIMEOUT_S
+    while time.monotonic() < give_up:
+        before = [s.cpu_ns() for s in servers]
+        time.sleep(IDLE_WINDOW_S)
+        ran = max(s.cpu_ns() - b for s, b in zip(servers, before))
+        if ran < IDLE_CORE_FRACTION * IDLE_WINDOW_S * 1e9:
+            return
 
 
 def quartiles(values: list[float]) -> tuple[float, float]:
@@ -55,10 +105,11 @@ def quartiles(values: list[float]) -> tuple[float, float]:
 
 
 def session(old: str, new: str, shape: str, pairs: int, bf16: bool, request_ms: float,
-            gap_ms: float) -> tuple[dict[str, list[float]], int]:
+            gap_ms: float, torch_python: str) -> tuple[dict[str, list[float]], int]:
     """One pair of fresh servers: each build's request times (us), and calls per request."""
-    servers = {"old": Server(old, shape, bf16), "new": Server(new, shape, bf16)}
+    servers = {"old": Server(old, shape, bf16, torch_python)}
     try:
+        servers["new"] = Server(new, shape, bf16, torch_python)
         first_us = statistics.median(servers["old"].times_us(3))
         calls = max(1, math.ceil(request_ms * 1e3 / first_us))
         times: dict[str, list[float]] = {"old": [], "new": []}
@@ -67,6 +118,7 @@ def session(old: str, new: str, shape: str, pairs: int, bf16: bool, request_ms: 
                 # Longer than the pool's idle spin (runtime/spinning_pool.cpp: 200 us), so the
                 # other server's workers are asleep before this one's call starts.
                 time.sleep(gap_ms / 1e3)
+                wait_until_idle(list(servers.values()))
                 times[tag].append(statistics.median(servers[tag].times_us(calls)))
     finally:
         for s in servers.values():
@@ -75,11 +127,12 @@ def session(old: str, new: str, shape: str, pairs: int, bf16: bool, request_ms: 
 
 
 def compare(old: str, new: str, shape: str, pairs: int, sessions: int, bf16: bool,
-            request_ms: float, gap_ms: float) -> None:
+            request_ms: float, gap_ms: float, torch_python: str) -> None:
     times: dict[str, list[float]] = {"old": [], "new": []}
     session_ratios = []
     for _ in range(sessions):
-        t, calls = session(old, new, shape, max(1, pairs // sessions), bf16, request_ms, gap_ms)
+        t, calls = session(old, new, shape, max(1, pairs // sessions), bf16, request_ms, gap_ms,
+                           torch_python)
         for tag in times:
             times[tag] += t[tag]
         session_ratios.append(statistics.median(o / n for o, n in zip(t["old"], t["new"])))
@@ -96,8 +149,8 @@ def compare(old: str, new: str, shape: str, pairs: int, sessions: int, bf16: boo
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("old", help="the old build's attngen_call_server")
-    p.add_argument("new", help="the new build's attngen_call_server")
+    p.add_argument("old", help="the old build's attngen_call_server, or peer:<impl>")
+    p.add_argument("new", help="the new build's attngen_call_server, or peer:<impl>")
     p.add_argument("shapes", help="comma-separated named shapes (MHA or decode)")
     p.add_argument("--pairs", type=int, default=30, help="pairs of requests in all")
     p.add_argument("--sessions", type=int, default=3,
@@ -107,10 +160,19 @@ def main() -> None:
     p.add_argument("--request-ms", type=float, default=20.0,
                    help="about this long per request (at least one call)")
     p.add_argument("--gap-ms", type=float, default=1.0, help="pause before each request")
+    p.add_argument("--torch-python",
+                   default=os.path.join(HERE, "..", ".venv-torch", "bin", "python"),
+                   help="the interpreter of peer:<impl> servers (scripts/setup_torch.sh)")
     args = p.parse_args()
+    failed = False
     for shape in args.shapes.split(","):
-        compare(args.old, args.new, shape, args.pairs, args.sessions, args.bf16, args.request_ms,
-                args.gap_ms)
+        try:
+            compare(args.old, args.new, shape, args.pairs, args.sessions, args.bf16,
+                    args.request_ms, args.gap_ms, args.torch_python)
+        except ServerError as e:  # e.g. a peer that cannot run the shape: the others go on
+            print(f"{shape + (' bf16' if args.bf16 else ''):22s} not compared: {e}", flush=True)
+            failed = True
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":
