@@ -96,6 +96,27 @@ void refuse(const halide_target_feature_t (&list)[N]) {
 
 }  // namespace
 
+RuntimeVectors runtime_vectors() {
+    static const RuntimeVectors vectors = [] {
+#if defined(__x86_64__) && defined(__GNUC__)
+        const char *cap = std::getenv("ATTNGEN_CPU_DISPATCH");
+        const auto capped_at = [cap](const char *name) {
+            return cap != nullptr && std::strcmp(cap, name) == 0;
+        };
+        if (capped_at("sse41") || capped_at("baseline")) return RuntimeVectors::kBaseline;
+        __builtin_cpu_init();
+        // GCC's and Clang's checks include the operating system's saving of the registers.
+        if (!capped_at("avx2") && __builtin_cpu_supports("avx512f") &&
+            __builtin_cpu_supports("avx512bw")) {
+            return RuntimeVectors::kAvx512;
+        }
+        if (__builtin_cpu_supports("avx2")) return RuntimeVectors::kAvx2;
+#endif
+        return RuntimeVectors::kBaseline;
+    }();
+    return vectors;
+}
+
 void install_cpu_dispatch_policy() {
     static std::once_flag once;
     std::call_once(once, [] {

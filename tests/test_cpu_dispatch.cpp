@@ -105,7 +105,9 @@ TEST(CpuDispatch, AmxVariantIsTakenWhereLinuxGrantsTheTileState) {
         << "ATTNGEN_CPU_DISPATCH=" << cap << ", tile state granted: " << granted;
 #if defined(__x86_64__)
     // The grant needs the instructions: without AMX-BF16 there is none to give.
-    if (!__builtin_cpu_supports("avx512bf16")) EXPECT_FALSE(granted);
+    if (!__builtin_cpu_supports("avx512bf16")) {
+        EXPECT_FALSE(granted);
+    }
 #endif
 }
 
@@ -136,6 +138,27 @@ TEST(CpuDispatch, CapsRefuseTheVariantsAboveThem) {
         EXPECT_EQ(v.features.taken(), !refused && v.features.cpu_has())
             << "ATTNGEN_CPU_DISPATCH=" << cap << ", the " << v.name << " variant";
     }
+}
+
+// The runtime's own loops (the finite scans) follow the same caps: the widest vectors the CPU
+// has, AVX2 at most under avx2, the compiler's baseline under sse41 and baseline (and always off
+// x86-64). The suite's runs under each cap then test each compilation of the scans
+// (test_finite_scan.cpp).
+TEST(CpuDispatch, RuntimeLoopsFollowTheCap) {
+    using attngen::rt::RuntimeVectors;
+    const std::string cap = DispatchCap();
+    RuntimeVectors want = RuntimeVectors::kBaseline;
+#if defined(__x86_64__)
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    if (cap != "sse41" && cap != "baseline") {
+        if (avx512 && cap != "avx2") {
+            want = RuntimeVectors::kAvx512;
+        } else if (__builtin_cpu_supports("avx2")) {
+            want = RuntimeVectors::kAvx2;
+        }
+    }
+#endif
+    EXPECT_EQ(int(attngen::rt::runtime_vectors()), int(want)) << "ATTNGEN_CPU_DISPATCH=" << cap;
 }
 
 }  // namespace

@@ -27,15 +27,19 @@ constexpr size_t kChunk = attngen::rt::kParallelChunkElements;  // a parallel ta
 constexpr size_t kScanChunk = attngen::rt::kFiniteScanChunk;    // an early exit
 
 // Lengths from one element to more chunks than parallel_chunks runs on one thread, with the
-// edges of both kinds of chunk.
+// edges of both kinds of chunk and of the scans' vectors (8 and 16 floats, 16 and 32 halves, in
+// their AVX2 and AVX-512 compilations, runtime/finite_scan.cpp).
 std::vector<size_t> lengths() {
-    return {1,          2,      17,         4095,           4096,       4097,
-            kChunk - 1, kChunk, kChunk + 1, 5 * kChunk - 1, 5 * kChunk, 5 * kChunk + 3};
+    std::vector<size_t> n = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 4095, 4096, 4097};
+    for (size_t c : {kChunk - 1, kChunk, kChunk + 1, 5 * kChunk - 1, 5 * kChunk, 5 * kChunk + 3})
+        n.push_back(c);
+    return n;
 }
 
 // Where a bad value goes in an array of n: the ends, chunk edges and a middle.
 std::vector<size_t> positions(size_t n) {
     std::vector<size_t> at = {0, n / 2, n - 1};
+    if (n > 2) at.push_back(n - 2);  // in a vector loop's remainder
     for (size_t edge : {kScanChunk - 1, kScanChunk, kChunk - 1, kChunk, 3 * kChunk + 5})
         if (edge < n) at.push_back(edge);
     return at;
