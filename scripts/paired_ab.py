@@ -127,7 +127,9 @@ def session(old: str, new: str, shape: str, pairs: int, bf16: bool, request_ms: 
 
 
 def compare(old: str, new: str, shape: str, pairs: int, sessions: int, bf16: bool,
-            request_ms: float, gap_ms: float, torch_python: str) -> None:
+            request_ms: float, gap_ms: float, torch_python: str) -> dict:
+    """Both sides' median request times (ms) and the per-pair ratios old / new: their median,
+    quartiles, wins of the new side and per-session medians. Raises ServerError."""
     times: dict[str, list[float]] = {"old": [], "new": []}
     session_ratios = []
     for _ in range(sessions):
@@ -138,13 +140,18 @@ def compare(old: str, new: str, shape: str, pairs: int, sessions: int, bf16: boo
         session_ratios.append(statistics.median(o / n for o, n in zip(t["old"], t["new"])))
     ratios = [o / n for o, n in zip(times["old"], times["new"])]
     low, high = quartiles(ratios)
-    won = sum(r > 1.0 for r in ratios)
-    print(f"{shape + (' bf16' if bf16 else ''):22s} old {statistics.median(times['old']) / 1e3:9.3f} ms"
-          f"  new {statistics.median(times['new']) / 1e3:9.3f} ms  old/new "
-          f"{statistics.median(ratios):.3f}x (quartiles {low:.3f}-{high:.3f}; new faster in "
-          f"{won} of {len(ratios)} pairs; per session "
-          f"{', '.join(f'{r:.3f}' for r in session_ratios)}; {calls} calls per request)",
-          flush=True)
+    return {"shape": shape, "bf16": bf16, "old_ms": statistics.median(times["old"]) / 1e3,
+            "new_ms": statistics.median(times["new"]) / 1e3, "ratio": statistics.median(ratios),
+            "low": low, "high": high, "won": sum(r > 1.0 for r in ratios), "pairs": len(ratios),
+            "sessions": session_ratios, "calls": calls}
+
+
+def describe(r: dict) -> str:
+    return (f"{r['shape'] + (' bf16' if r['bf16'] else ''):22s} old {r['old_ms']:9.3f} ms"
+            f"  new {r['new_ms']:9.3f} ms  old/new {r['ratio']:.3f}x (quartiles "
+            f"{r['low']:.3f}-{r['high']:.3f}; new faster in {r['won']} of {r['pairs']} pairs; "
+            f"per session {', '.join(f'{x:.3f}' for x in r['sessions'])}; {r['calls']} calls "
+            "per request)")
 
 
 def main() -> None:
@@ -167,8 +174,9 @@ def main() -> None:
     failed = False
     for shape in args.shapes.split(","):
         try:
-            compare(args.old, args.new, shape, args.pairs, args.sessions, args.bf16,
-                    args.request_ms, args.gap_ms, args.torch_python)
+            print(describe(compare(args.old, args.new, shape, args.pairs, args.sessions,
+                                   args.bf16, args.request_ms, args.gap_ms, args.torch_python)),
+                  flush=True)
         except ServerError as e:  # e.g. a peer that cannot run the shape: the others go on
             print(f"{shape + (' bf16' if args.bf16 else ''):22s} not compared: {e}", flush=True)
             failed = True
