@@ -20,7 +20,7 @@ void install_cpu_dispatch_policy();
 // The widest vectors the runtime's own loops (the finite scans, finite_scan.h) may use: the
 // CPU's, capped as the kernels are by ATTNGEN_CPU_DISPATCH (avx2: AVX2; sse41 and baseline: the
 // compiler's baseline), so that the suite run under each cap tests each of their compilations.
-// Always kBaseline off x86-64. Read once.
+// Always kBaseline off x86-64 or without GCC's or Clang's target attributes. Read once.
 enum class RuntimeVectors { kBaseline, kAvx2, kAvx512 };
 RuntimeVectors runtime_vectors();
 

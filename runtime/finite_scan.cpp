@@ -50,12 +50,19 @@ template <typename Bits, typename IsBad>
                               [exponent](uint16_t b) { return (b & exponent) == exponent; });
 }
 
-// The library is compiled for baseline x86-64, whose SSE2 test of 4 floats per instruction ran
-// at 28 GB/s on one Zen 4 core from L2 (384 KiB, a bert-128 input: 14 us); compiled for AVX2 at
-// 56 GB/s (7.0 us), for AVX-512 at 59-88 GB/s (4.5-6.7 us; best of 200 calls, 3 runs, GCC 12).
-// At bert-512 the scans were 2.6% of an attngen_sdpa call (perf). runtime_vectors() picks one.
+bool floats_finite_baseline(const float *data, size_t n, bool allow_negative_infinity) {
+    return floats_finite(data, n, allow_negative_infinity);
+}
+bool halves_finite_baseline(const uint16_t *bits, size_t n, uint16_t exponent) {
+    return halves_finite(bits, n, exponent);
+}
+
+// The library is compiled for baseline x86-64, where this loop tests 4 floats per SSE2
+// instruction: a C++ copy of it ran at 28 GB/s on one Zen 4 core from L2 (384 KiB, a bert-128
+// input: 14 us); compiled for AVX2 at 56 GB/s (7.0 us), for AVX-512 at 59-88 GB/s (4.5-6.7 us;
+// best of 200 calls, 3 runs, GCC 12). In the library, these scans had been 2.6% of an
+// attngen_sdpa call at bert-512 (perf, `sdpa/bert-512`). Compiled three times; widest() picks.
 #if defined(__x86_64__) && defined(__GNUC__)
-#define ATTNGEN_SCAN_WIDE 1
 __attribute__((target("avx2"))) bool floats_finite_avx2(const float *data, size_t n,
                                                         bool allow_negative_infinity) {
     return floats_finite(data, n, allow_negative_infinity);
@@ -72,34 +79,36 @@ __attribute__((target("avx512f,avx512bw"))) bool halves_finite_avx512(const uint
                                                                       size_t n, uint16_t exponent) {
     return halves_finite(bits, n, exponent);
 }
+#else
+// runtime_vectors() answers kBaseline here.
+constexpr auto floats_finite_avx2 = floats_finite_baseline;
+constexpr auto floats_finite_avx512 = floats_finite_baseline;
+constexpr auto halves_finite_avx2 = halves_finite_baseline;
+constexpr auto halves_finite_avx512 = halves_finite_baseline;
 #endif
 
-bool floats_finite_here(const float *data, size_t n, bool allow_negative_infinity) {
-#ifdef ATTNGEN_SCAN_WIDE
+// The compilation of a scan that runtime_vectors() picks.
+template <typename Scan>
+Scan widest(Scan baseline, Scan avx2, Scan avx512) {
     switch (runtime_vectors()) {
         case RuntimeVectors::kAvx512:
-            return floats_finite_avx512(data, n, allow_negative_infinity);
+            return avx512;
         case RuntimeVectors::kAvx2:
-            return floats_finite_avx2(data, n, allow_negative_infinity);
+            return avx2;
         case RuntimeVectors::kBaseline:
             break;
     }
-#endif
-    return floats_finite(data, n, allow_negative_infinity);
+    return baseline;
+}
+
+bool floats_finite_here(const float *data, size_t n, bool allow_negative_infinity) {
+    return widest(floats_finite_baseline, floats_finite_avx2, floats_finite_avx512)(
+        data, n, allow_negative_infinity);
 }
 
 bool halves_finite_here(const uint16_t *bits, size_t n, uint16_t exponent) {
-#ifdef ATTNGEN_SCAN_WIDE
-    switch (runtime_vectors()) {
-        case RuntimeVectors::kAvx512:
-            return halves_finite_avx512(bits, n, exponent);
-        case RuntimeVectors::kAvx2:
-            return halves_finite_avx2(bits, n, exponent);
-        case RuntimeVectors::kBaseline:
-            break;
-    }
-#endif
-    return halves_finite(bits, n, exponent);
+    return widest(halves_finite_baseline, halves_finite_avx2, halves_finite_avx512)(bits, n,
+                                                                                    exponent);
 }
 
 // scan(begin, end) over chunks on the pool; false as soon as one chunk is. A chunk that starts

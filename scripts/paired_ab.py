@@ -18,9 +18,10 @@ OLD, old/new is attngen's speed-up over it:
 
 Each request runs the call once untimed (the server's pool may have slept while the other
 server ran) and then enough times for about --request-ms; its time is the median of those.
-Before each request, both servers' threads must have gone idle: ONNX Runtime's spin for about
-45 ms of CPU time after a call, torch's about 8 ms, attngen's pool 0.2 ms (measured from
-/proc/<pid>/task/*/schedstat). Environment variables (ATTNGEN_CPU_DISPATCH, HL_NUM_THREADS,
+Before each request, both servers' threads must have gone idle: ONNX Runtime's spun for 45-140
+ms of CPU time after a call, torch's about 8 ms, attngen's pool 0.2 ms (measured from
+/proc/<pid>/task/*/schedstat). A request that gave up waiting (IDLE_TIMEOUT_S) is counted in the
+output. Environment variables (ATTNGEN_CPU_DISPATCH, HL_NUM_THREADS,
 ATEN_CPU_CAPABILITY) reach both servers.
 """
 from __future__ import annotations
@@ -36,11 +37,16 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEER = "peer:"
-# A server counts as idle once its threads ran less than this fraction of one core over
-# IDLE_WINDOW_S; a request waits at most IDLE_TIMEOUT_S for both.
-IDLE_WINDOW_S = 0.005
+# A server counts as idle once its threads ran less than this fraction of one core in each of
+# IDLE_WINDOWS windows of IDLE_WINDOW_S in a row: a spinning thread's schedstat time advances at
+# the scheduler's ticks (every 1-10 ms), so one short window could miss it. A request waits at
+# most IDLE_TIMEOUT_S for both.
+IDLE_WINDOW_S = 0.010
+IDLE_WINDOWS = 2
 IDLE_CORE_FRACTION = 0.05
 IDLE_TIMEOUT_S = 2.0
+# How long a server may take to quit once asked.
+QUIT_TIMEOUT_S = 10.0
 
 
 class ServerError(Exception):
@@ -54,12 +60,16 @@ class Server:
         else:
             args = [spec]
         args += [shape] + (["bf16"] if bf16 else [])
-        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, bufsize=1)
+        self.name = f"{spec} {shape}"
+        try:
+            self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         text=True, bufsize=1)
+        except OSError as e:  # e.g. no .venv-torch
+            raise ServerError(f"{self.name}: cannot start {args[0]}: {e}") from e
         line = self.proc.stdout.readline().strip()
         if line != "ready":
             self.close()
-            raise ServerError(f"{spec} {shape}: {line or 'exited without a word'}")
+            raise ServerError(f"{self.name}: {line or 'exited without a word'}")
 
     def cpu_ns(self) -> int:
         """CPU time its threads have run, in ns (0 where /proc has no schedstat)."""
@@ -73,28 +83,39 @@ class Server:
         return total
 
     def times_us(self, calls: int) -> list[float]:
-        self.proc.stdin.write(f"{calls}\n")
-        line = self.proc.stdout.readline().strip()
+        try:
+            self.proc.stdin.write(f"{calls}\n")
+            line = self.proc.stdout.readline().strip()
+        except OSError as e:  # it exited: a broken pipe
+            raise ServerError(f"{self.name}: {e}") from e
         if not line or line.startswith("error"):
-            raise ServerError(f"server: {line or 'exited without a word'}")
+            raise ServerError(f"{self.name}: {line or 'exited without a word'}")
         return [float(t) for t in line.split()]
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.write("q\n")
-            self.proc.stdin.flush()
+        """Asks it to quit, and kills it if it does not; never raises."""
+        try:
+            if self.proc.poll() is None:
+                self.proc.stdin.write("q\n")
+                self.proc.stdin.flush()
+            self.proc.wait(timeout=QUIT_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
             self.proc.wait()
 
 
-def wait_until_idle(servers: list[Server]) -> None:
-    """Returns once no server's threads are spinning (or after IDLE_TIMEOUT_S)."""
+def wait_until_idle(servers: list[Server]) -> bool:
+    """Waits until no server's threads are spinning: True, or False after IDLE_TIMEOUT_S."""
     give_up = time.monotonic() + IDLE_TIMEOUT_S
+    quiet = 0
     while time.monotonic() < give_up:
         before = [s.cpu_ns() for s in servers]
         time.sleep(IDLE_WINDOW_S)
         ran = max(s.cpu_ns() - b for s, b in zip(servers, before))
-        if ran < IDLE_CORE_FRACTION * IDLE_WINDOW_S * 1e9:
-            return
+        quiet = quiet + 1 if ran < IDLE_CORE_FRACTION * IDLE_WINDOW_S * 1e9 else 0
+        if quiet == IDLE_WINDOWS:
+            return True
+    return False
 
 
 def quartiles(values: list[float]) -> tuple[float, float]:
@@ -105,9 +126,11 @@ def quartiles(values: list[float]) -> tuple[float, float]:
 
 
 def session(old: str, new: str, shape: str, pairs: int, bf16: bool, request_ms: float,
-            gap_ms: float, torch_python: str) -> tuple[dict[str, list[float]], int]:
-    """One pair of fresh servers: each build's request times (us), and calls per request."""
+            gap_ms: float, torch_python: str) -> tuple[dict[str, list[float]], int, int]:
+    """One pair of fresh servers: each side's request times (us), calls per request, and how
+    many requests gave up waiting for both servers to be idle."""
     servers = {"old": Server(old, shape, bf16, torch_python)}
+    busy = 0
     try:
         servers["new"] = Server(new, shape, bf16, torch_python)
         first_us = statistics.median(servers["old"].times_us(3))
@@ -115,15 +138,13 @@ def session(old: str, new: str, shape: str, pairs: int, bf16: bool, request_ms: 
         times: dict[str, list[float]] = {"old": [], "new": []}
         for p in range(pairs):
             for tag in (("old", "new") if p % 2 == 0 else ("new", "old")):
-                # Longer than the pool's idle spin (runtime/spinning_pool.cpp: 200 us), so the
-                # other server's workers are asleep before this one's call starts.
                 time.sleep(gap_ms / 1e3)
-                wait_until_idle(list(servers.values()))
+                busy += not wait_until_idle(list(servers.values()))
                 times[tag].append(statistics.median(servers[tag].times_us(calls)))
     finally:
         for s in servers.values():
             s.close()
-    return times, calls
+    return times, calls, busy
 
 
 def compare(old: str, new: str, shape: str, pairs: int, sessions: int, bf16: bool,
@@ -132,9 +153,11 @@ def compare(old: str, new: str, shape: str, pairs: int, sessions: int, bf16: boo
     quartiles, wins of the new side and per-session medians. Raises ServerError."""
     times: dict[str, list[float]] = {"old": [], "new": []}
     session_ratios = []
+    busy = 0
     for _ in range(sessions):
-        t, calls = session(old, new, shape, max(1, pairs // sessions), bf16, request_ms, gap_ms,
-                           torch_python)
+        t, calls, b = session(old, new, shape, max(1, pairs // sessions), bf16, request_ms,
+                              gap_ms, torch_python)
+        busy += b
         for tag in times:
             times[tag] += t[tag]
         session_ratios.append(statistics.median(o / n for o, n in zip(t["old"], t["new"])))
@@ -143,7 +166,7 @@ def compare(old: str, new: str, shape: str, pairs: int, sessions: int, bf16: boo
     return {"shape": shape, "bf16": bf16, "old_ms": statistics.median(times["old"]) / 1e3,
             "new_ms": statistics.median(times["new"]) / 1e3, "ratio": statistics.median(ratios),
             "low": low, "high": high, "won": sum(r > 1.0 for r in ratios), "pairs": len(ratios),
-            "sessions": session_ratios, "calls": calls}
+            "sessions": session_ratios, "calls": calls, "busy": busy}
 
 
 def describe(r: dict) -> str:
@@ -151,7 +174,8 @@ def describe(r: dict) -> str:
             f"  new {r['new_ms']:9.3f} ms  old/new {r['ratio']:.3f}x (quartiles "
             f"{r['low']:.3f}-{r['high']:.3f}; new faster in {r['won']} of {r['pairs']} pairs; "
             f"per session {', '.join(f'{x:.3f}' for x in r['sessions'])}; {r['calls']} calls "
-            "per request)")
+            "per request" + (f"; {r['busy']} requests gave up waiting for idle servers"
+                             if r["busy"] else "") + ")")
 
 
 def main() -> None:

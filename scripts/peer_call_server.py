@@ -13,7 +13,8 @@ float64 reference (bench_decode_peers.check_step).
 
 Protocol (call_server.cpp's): "ready" once set up and called once (or "error: <message>" and
 exit 1); then each line read holds a count n: one untimed call, then n timed ones, their times
-in microseconds on one line; "q" or the end of input ends it. Before it answers "ready", it
+in microseconds on one line (a call that fails: "error: call: <message>" and exit 1); "q" or the
+end of input ends it. Before it answers "ready", it
 also reports on stderr how much CPU time its threads spent in the 100 ms after a call (a pool
 that spins after a call would compete with the other server's request that follows it).
 """
@@ -27,11 +28,12 @@ from typing import Any, Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-# As bench_decode_peers.py's and bench_torch.py's workers run: before NumPy and torch load. The
-# decoding peers' float64 reference runs on NumPy's OpenBLAS, whose threads otherwise take
-# every core and, spinning, slowed a torch-eager gpt2-decode step from 0.3 to 8 ms.
+# As bench_decode_peers.py's and bench_torch.py's workers run (their THREADS, 2), set before
+# NumPy and torch load. The decoding peers' float64 reference runs on NumPy's OpenBLAS, whose
+# threads otherwise take every core and, spinning, slowed a torch-eager gpt2-decode step from
+# 0.3 to 8 ms.
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ.setdefault(_var, "2")
+    os.environ[_var] = "2"
 
 MHA_IMPLS = ("torch-mha", "torch-sdpa-mha", "ort-mha")
 DECODE_IMPLS = ("torch-eager", "ort-gqa")
@@ -116,12 +118,16 @@ def serve(impl: str, shape: str, bf16: bool, scope: contextlib.ExitStack) -> int
         if n < 1:
             print(f"error: not a count of calls: {line}", flush=True)
             continue
-        fn()
         times = []
-        for _ in range(n):
-            t0 = time.perf_counter()
+        try:
             fn()
-            times.append((time.perf_counter() - t0) * 1e6)
+            for _ in range(n):
+                t0 = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - t0) * 1e6)
+        except Exception as e:  # noqa: BLE001: reported through the protocol, as set-up's
+            print(f"error: call: {type(e).__name__}: {e}", flush=True)
+            return 1
         print(" ".join(f"{t:.1f}" for t in times), flush=True)
     return 0
 

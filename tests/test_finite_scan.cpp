@@ -31,8 +31,9 @@ constexpr size_t kScanChunk = attngen::rt::kFiniteScanChunk;    // an early exit
 // their AVX2 and AVX-512 compilations, runtime/finite_scan.cpp).
 std::vector<size_t> lengths() {
     std::vector<size_t> n = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 4095, 4096, 4097};
-    for (size_t c : {kChunk - 1, kChunk, kChunk + 1, 5 * kChunk - 1, 5 * kChunk, 5 * kChunk + 3})
+    for (size_t c : {kChunk - 1, kChunk, kChunk + 1, 5 * kChunk - 1, 5 * kChunk, 5 * kChunk + 3}) {
         n.push_back(c);
+    }
     return n;
 }
 
@@ -82,15 +83,24 @@ TEST(FiniteScan, OneNaNOrInfinityAnywhereIsFound) {
     }
 }
 
+// The scans' second loop (an additive mask's -inf allowed) at every length and position: -inf
+// passes there and only there; NaN of either sign and +inf never do.
 TEST(FiniteScan, NegativeInfinityPassesOnlyWhereAllowed) {
-    const size_t n = 5 * kChunk + 3;
-    std::vector<float> x = finite_values(n);
-    x[3 * kChunk + 5] = -kInf;
-    EXPECT_TRUE(all_finite_parallel(x.data(), n, true));
-    EXPECT_FALSE(all_finite_parallel(x.data(), n, false));
-    for (float bad : {kNaN, kInf}) {
-        x[n - 1] = bad;
-        EXPECT_FALSE(all_finite_parallel(x.data(), n, true)) << bad;
+    for (size_t n : lengths()) {
+        std::vector<float> x = finite_values(n);
+        for (size_t at : positions(n)) {
+            const float kept = x[at];
+            x[at] = -kInf;
+            EXPECT_TRUE(all_finite(x.data(), n, true)) << n << " at " << at;
+            EXPECT_TRUE(all_finite_parallel(x.data(), n, true)) << n << " at " << at;
+            EXPECT_FALSE(all_finite_parallel(x.data(), n, false)) << n << " at " << at;
+            for (float bad : {kNaN, -kNaN, kInf}) {
+                x[at] = bad;
+                EXPECT_FALSE(all_finite(x.data(), n, true)) << n << " at " << at << ": " << bad;
+                EXPECT_FALSE(all_finite_parallel(x.data(), n, true)) << n << " at " << at;
+            }
+            x[at] = kept;
+        }
     }
 }
 
