@@ -9,6 +9,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <mutex>
+#include <utility>
 
 namespace attngen::rt {
 namespace {
@@ -94,19 +95,37 @@ void refuse(const halide_target_feature_t (&list)[N]) {
     refused_end = list + N;
 }
 
+// ATTNGEN_CPU_DISPATCH (cpu_dispatch.h), read once for the kernels' policy and the runtime's
+// own loops alike.
+enum class Cap { kNone, kAvx512Bf16, kAvx512, kAvx2, kSse41, kBaseline };
+
+Cap dispatch_cap() {
+    static const Cap cap = [] {
+        const char *env = std::getenv("ATTNGEN_CPU_DISPATCH");
+        if (env == nullptr) return Cap::kNone;
+        const std::pair<const char *, Cap> names[] = {{"avx512_bf16", Cap::kAvx512Bf16},
+                                                      {"avx512", Cap::kAvx512},
+                                                      {"avx2", Cap::kAvx2},
+                                                      {"sse41", Cap::kSse41},
+                                                      {"baseline", Cap::kBaseline}};
+        for (const auto &[name, value] : names) {
+            if (std::strcmp(env, name) == 0) return value;
+        }
+        return Cap::kNone;
+    }();
+    return cap;
+}
+
 }  // namespace
 
 RuntimeVectors runtime_vectors() {
     static const RuntimeVectors vectors = [] {
 #if defined(__x86_64__) && defined(__GNUC__)
-        const char *cap = std::getenv("ATTNGEN_CPU_DISPATCH");
-        const auto capped_at = [cap](const char *name) {
-            return cap != nullptr && std::strcmp(cap, name) == 0;
-        };
-        if (capped_at("sse41") || capped_at("baseline")) return RuntimeVectors::kBaseline;
+        const Cap cap = dispatch_cap();
+        if (cap == Cap::kSse41 || cap == Cap::kBaseline) return RuntimeVectors::kBaseline;
         __builtin_cpu_init();
         // GCC's and Clang's checks include the operating system's saving of the registers.
-        if (!capped_at("avx2") && __builtin_cpu_supports("avx512f") &&
+        if (cap != Cap::kAvx2 && __builtin_cpu_supports("avx512f") &&
             __builtin_cpu_supports("avx512bw")) {
             return RuntimeVectors::kAvx512;
         }
@@ -120,19 +139,25 @@ RuntimeVectors runtime_vectors() {
 void install_cpu_dispatch_policy() {
     static std::once_flag once;
     std::call_once(once, [] {
-        if (const char *cap = std::getenv("ATTNGEN_CPU_DISPATCH")) {
-            if (std::strcmp(cap, "avx512_bf16") == 0) {
+        switch (dispatch_cap()) {
+            case Cap::kAvx512Bf16:
                 bf16_dot_product_forced = true;
                 refuse(kAboveAvx512Bf16);
-            } else if (std::strcmp(cap, "avx512") == 0) {
+                break;
+            case Cap::kAvx512:
                 refuse(kAboveAvx512);
-            } else if (std::strcmp(cap, "avx2") == 0) {
+                break;
+            case Cap::kAvx2:
                 refuse(kAboveAvx2);
-            } else if (std::strcmp(cap, "sse41") == 0) {
+                break;
+            case Cap::kSse41:
                 refuse(kAboveSse41);
-            } else if (std::strcmp(cap, "baseline") == 0) {
+                break;
+            case Cap::kBaseline:
                 refuse(kAboveBaseline);
-            }
+                break;
+            case Cap::kNone:
+                break;
         }
         // Installed once the policy above is set: a kernel that runs from here on asks it.
         halide_set_custom_can_use_target_features(attngen_can_use_target_features);

@@ -101,14 +101,17 @@ Scan widest(Scan baseline, Scan avx2, Scan avx512) {
     return baseline;
 }
 
+// Picked once, not per chunk of a parallel scan.
 bool floats_finite_here(const float *data, size_t n, bool allow_negative_infinity) {
-    return widest(floats_finite_baseline, floats_finite_avx2, floats_finite_avx512)(
-        data, n, allow_negative_infinity);
+    static const auto scan =
+        widest(floats_finite_baseline, floats_finite_avx2, floats_finite_avx512);
+    return scan(data, n, allow_negative_infinity);
 }
 
 bool halves_finite_here(const uint16_t *bits, size_t n, uint16_t exponent) {
-    return widest(halves_finite_baseline, halves_finite_avx2, halves_finite_avx512)(bits, n,
-                                                                                    exponent);
+    static const auto scan =
+        widest(halves_finite_baseline, halves_finite_avx2, halves_finite_avx512);
+    return scan(bits, n, exponent);
 }
 
 // scan(begin, end) over chunks on the pool; false as soon as one chunk is. A chunk that starts

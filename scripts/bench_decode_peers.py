@@ -59,7 +59,7 @@ from typing import Any, Callable
 import numpy as np
 
 from bench_torch import (_proc_status_kib, cpu_busy_fraction, load_gbench_ms, reset_peak_rss,
-                         time_calls)
+                         time_calls, TORCH_AVX2_ENV)
 from named_shapes import read_decode_shapes
 
 THREADS = 2
@@ -482,9 +482,8 @@ def run_in_subprocess(shape: str, impl: str, args: argparse.Namespace) -> dict |
     # during the worker's half-second cpu_busy_fraction sample, before the timing.
     env = dict(os.environ, OMP_NUM_THREADS=str(THREADS), MKL_NUM_THREADS=str(THREADS),
                OPENBLAS_NUM_THREADS=str(THREADS))
-    if args.isa == "avx2":  # as in bench_torch.py; ONNX Runtime's MLAS has no such switch
-        env.update(ATEN_CPU_CAPABILITY="avx2", MKL_ENABLE_INSTRUCTIONS="AVX2",
-                   ONEDNN_MAX_CPU_ISA="AVX2")
+    if args.isa == "avx2":
+        env.update(TORCH_AVX2_ENV)
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", impl, "--shapes", shape,
            "--min-seconds", str(args.min_seconds),
            "--max-seconds-per-shape", str(args.max_seconds_per_shape)]

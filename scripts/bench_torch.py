@@ -34,6 +34,10 @@ from typing import Any, Callable
 from named_shapes import read_named_shapes
 
 THREADS = 2
+# Like-for-like with AVX2 kernels on an AVX-512 machine: ATen's own kernels, MKL and oneDNN each
+# have their switch (ONNX Runtime's MLAS has none, it stays native).
+TORCH_AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+                  "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
 
 @dataclass(frozen=True)
@@ -366,10 +370,7 @@ def run_worker(shape: Shape, impl: str, min_seconds: float, max_seconds: float) 
 def run_in_subprocess(shape: str, impl: str, args: argparse.Namespace) -> dict | None:
     env = dict(os.environ, OMP_NUM_THREADS=str(THREADS), MKL_NUM_THREADS=str(THREADS))
     if args.isa == "avx2":
-        # Like-for-like with AVX2 kernels on an AVX-512 machine: ATen's own kernels, MKL and
-        # oneDNN each have their switch (ONNX Runtime's MLAS has none, it stays native).
-        env.update(ATEN_CPU_CAPABILITY="avx2", MKL_ENABLE_INSTRUCTIONS="AVX2",
-                   ONEDNN_MAX_CPU_ISA="AVX2")
+        env.update(TORCH_AVX2_ENV)
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", impl, "--shapes", shape,
            "--min-seconds", str(args.min_seconds),
            "--max-seconds-per-shape", str(args.max_seconds_per_shape)]

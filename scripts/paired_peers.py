@@ -26,17 +26,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import paired_ab  # noqa: E402
+from bench_torch import TORCH_AVX2_ENV  # noqa: E402  (standard library only at import)
 from named_shapes import read_decode_shapes, read_named_shapes  # noqa: E402
-
-# As bench_torch.py --isa avx2 keeps torch to AVX2 (ONNX Runtime's MLAS has no such switch).
-TORCH_AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-              "ONEDNN_MAX_CPU_ISA": "AVX2"}
 KINDS = {
     "mha": {"peers": ["ort-mha", "torch-mha", "torch-sdpa-mha"], "bf16": False, "env": {}},
     "bf16": {"peers": ["torch-mha", "torch-sdpa-mha"], "bf16": True, "env": {}},
     "decode": {"peers": ["ort-gqa", "torch-eager"], "bf16": False, "env": {}},
     "avx2": {"peers": ["torch-mha", "torch-sdpa-mha"], "bf16": False,
-             "env": dict(TORCH_AVX2, ATTNGEN_CPU_DISPATCH="avx2")},
+             "env": dict(TORCH_AVX2_ENV, ATTNGEN_CPU_DISPATCH="avx2")},
 }
 
 

@@ -28,12 +28,13 @@ from typing import Any, Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-# As bench_decode_peers.py's and bench_torch.py's workers run (their THREADS, 2), set before
-# NumPy and torch load. The decoding peers' float64 reference runs on NumPy's OpenBLAS, whose
-# threads otherwise take every core and, spinning, slowed a torch-eager gpt2-decode step from
-# 0.3 to 8 ms.
+from bench_torch import THREADS  # noqa: E402  (standard library only at import)
+
+# As bench_decode_peers.py's and bench_torch.py's workers run, set before NumPy and torch load.
+# The decoding peers' float64 reference runs on NumPy's OpenBLAS, whose threads otherwise take
+# every core and, spinning, slowed a torch-eager gpt2-decode step from 0.3 to 8 ms.
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ[_var] = "2"
+    os.environ[_var] = str(THREADS)
 
 MHA_IMPLS = ("torch-mha", "torch-sdpa-mha", "ort-mha")
 DECODE_IMPLS = ("torch-eager", "ort-gqa")
