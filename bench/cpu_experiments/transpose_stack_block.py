@@ -10,7 +10,9 @@ specialization simplifies to the copy. Forms:
   - copy only: no rotation branch at all;
   - copy rows unrolled: the copy branch's rows unrolled, the rotation's not (the library before
     this experiment);
-  - both unrolled: the rows of both branches unrolled.
+  - both unrolled: the rows of both branches unrolled;
+  - two sources: the copy a Func of its own that f reads where nothing rotates, its tile
+    the same size as the rotation's or (+1 row) the rotation's a row larger.
 Halide's code generator gives both branches' tiles one stack block; where one branch stores its
 rows at run-time offsets, LLVM keeps that block in memory, and the copy branch's read-back too
 becomes element loads. Not built by CMake, not a test:
@@ -61,11 +63,51 @@ def compile_form(rotation_branch: bool, unroll_rotation: bool) -> str:
             return asm.read()
 
 
+def compile_two_sources(extra_rows: int) -> str:
+    """The copy and the rotation as two Funcs of the same values, f reading the copy where
+    nothing rotates (a specialization of f), each staged by a stage of its own; the rotation's
+    tile extra_rows rows larger. Halide's code generator reuses a freed stack block for an
+    allocation of the same size or smaller, so with equal sizes the two still share one."""
+    src = hl.ImageParam(hl.Float(32), 2, "src")
+    rotate = hl.Param(hl.Bool(), "rotate")
+    d, j, x, y = hl.Var("d"), hl.Var("j"), hl.Var("x"), hl.Var("y")
+    partner = src[d + 1 - 2 * (d % 2), j]
+    rotated = src[d, j] * hl.cos(hl.f32(j)) + partner * hl.sin(hl.f32(j))
+    source, copy = hl.Func("source"), hl.Func("copy")
+    source[d, j] = hl.select(rotate, rotated, src[d, j])
+    copy[d, j] = hl.select(rotate, rotated, src[d, j])
+    f = hl.Func("f")
+    f[x, y] = hl.select(rotate, source[y, x], copy[y, x])
+    xo, yo, xi, yi = hl.Var("xo"), hl.Var("yo"), hl.Var("xi"), hl.Var("yi")
+    for stage in (f.specialize(rotate == False), f):
+        stage.split(x, xo, xi, VEC, hl.TailStrategy.RoundUp).split(
+            y, yo, yi, VEC, hl.TailStrategy.ShiftInwards).reorder(xi, yi, xo, yo).vectorize(
+                xi).unroll(yi)
+    for func, rows in ((copy, VEC), (source, VEC + extra_rows)):
+        staged = func.in_(f)
+        a = staged.args()
+        staged.compute_at(f, xo).bound_storage(a[0], VEC).bound_storage(a[1], rows)
+        staged.vectorize(a[0], VEC, hl.TailStrategy.GuardWithIf)
+        if func is copy:
+            # Computed only in f's branch without rotation: its general case is never built.
+            staged.specialize(rotate == False).unroll(a[1], VEC, hl.TailStrategy.GuardWithIf)
+            staged.specialize_fail("the copy staged where keys rotate")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "f.s")
+        f.compile_to({hl.OutputFileType.assembly: path}, [src, rotate], "f",
+                     hl.Target("x86-64-linux-avx512_skylake-no_runtime"))
+        with open(path) as asm:
+            return asm.read()
+
+
 def main() -> None:
-    forms = [("copy only", False, False), ("copy rows unrolled", True, False),
-             ("both unrolled", True, True)]
-    for name, rotation_branch, unroll_rotation in forms:
-        asm = compile_form(rotation_branch, unroll_rotation)
+    forms = [("copy only", lambda: compile_form(False, False)),
+             ("copy rows unrolled", lambda: compile_form(True, False)),
+             ("both unrolled", lambda: compile_form(True, True)),
+             ("two sources", lambda: compile_two_sources(0)),
+             ("two sources, +1 row", lambda: compile_two_sources(1))]
+    for name, compile_it in forms:
+        asm = compile_it()
         shuffles = len(re.findall(r"\tv(perm|unpck|shuf)", asm))
         element_loads = len(re.findall(r"\tvbroadcastss\t[^\n]*\{%k", asm)) + asm.count(
             "\tvinsertps")
