@@ -58,11 +58,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bench_torch import (_proc_status_kib, cpu_busy_fraction, load_gbench_ms, reset_peak_rss,
-                         time_calls, TORCH_AVX2_ENV)
+from bench_torch import (THREAD_ENV, THREADS, TORCH_AVX2_ENV, _proc_status_kib,
+                         cpu_busy_fraction, load_gbench_ms, reset_peak_rss, time_calls)
 from named_shapes import read_decode_shapes
 
-THREADS = 2
 ROPE_THETA = 10000.0
 # Largest |peer - reference| allowed, relative to the largest |reference| of the same tensor.
 # float32 accumulation over d_model = 4096 stays near 1e-6; a wrong rotation, mask, head
@@ -480,8 +479,7 @@ def run_in_subprocess(shape: str, impl: str, args: argparse.Namespace) -> dict |
     """The worker's record; None when skipped. Raises CheckFailed when its check failed."""
     # OPENBLAS_NUM_THREADS is NumPy's, for the float64 reference; its threads idle again
     # during the worker's half-second cpu_busy_fraction sample, before the timing.
-    env = dict(os.environ, OMP_NUM_THREADS=str(THREADS), MKL_NUM_THREADS=str(THREADS),
-               OPENBLAS_NUM_THREADS=str(THREADS))
+    env = dict(os.environ, **THREAD_ENV)
     if args.isa == "avx2":
         env.update(TORCH_AVX2_ENV)
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", impl, "--shapes", shape,

@@ -34,6 +34,11 @@ from typing import Any, Callable
 from named_shapes import read_named_shapes
 
 THREADS = 2
+# The thread pools of OpenMP, MKL and OpenBLAS (NumPy's, which the float64 references run on)
+# kept to THREADS, set before torch and NumPy load: OpenBLAS's threads otherwise take every core
+# and, spinning, slowed a torch-eager gpt2-decode step from 0.3 to 8 ms.
+THREAD_ENV = {var: str(THREADS)
+              for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
 # Like-for-like with AVX2 kernels on an AVX-512 machine: ATen's own kernels, MKL and oneDNN each
 # have their switch (ONNX Runtime's MLAS has none, it stays native).
 TORCH_AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
@@ -368,7 +373,7 @@ def run_worker(shape: Shape, impl: str, min_seconds: float, max_seconds: float) 
 
 
 def run_in_subprocess(shape: str, impl: str, args: argparse.Namespace) -> dict | None:
-    env = dict(os.environ, OMP_NUM_THREADS=str(THREADS), MKL_NUM_THREADS=str(THREADS))
+    env = dict(os.environ, **THREAD_ENV)
     if args.isa == "avx2":
         env.update(TORCH_AVX2_ENV)
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", impl, "--shapes", shape,

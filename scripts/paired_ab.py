@@ -21,8 +21,8 @@ server ran) and then enough times for about --request-ms; its time is the median
 Before each request, both servers' threads must have gone idle: ONNX Runtime's spun for 45-140
 ms of CPU time after a call, torch's about 8 ms, attngen's pool 0.2 ms (measured from
 /proc/<pid>/task/*/schedstat). A request that gave up waiting (IDLE_TIMEOUT_S) is counted in the
-output. Environment variables (ATTNGEN_CPU_DISPATCH, HL_NUM_THREADS,
-ATEN_CPU_CAPABILITY) reach both servers.
+output. Environment variables (ATTNGEN_CPU_DISPATCH, HL_NUM_THREADS, ATEN_CPU_CAPABILITY) reach
+both servers.
 """
 from __future__ import annotations
 

@@ -14,9 +14,9 @@ float64 reference (bench_decode_peers.check_step).
 Protocol (call_server.cpp's): "ready" once set up and called once (or "error: <message>" and
 exit 1); then each line read holds a count n: one untimed call, then n timed ones, their times
 in microseconds on one line (a call that fails: "error: call: <message>" and exit 1); "q" or the
-end of input ends it. Before it answers "ready", it
-also reports on stderr how much CPU time its threads spent in the 100 ms after a call (a pool
-that spins after a call would compete with the other server's request that follows it).
+end of input ends it. Before it answers "ready", it also reports on stderr how much CPU time its
+threads spent in the 100 ms after a call (a pool that spins after a call would compete with the
+other server's request that follows it).
 """
 from __future__ import annotations
 
@@ -28,13 +28,10 @@ from typing import Any, Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_torch import THREADS  # noqa: E402  (standard library only at import)
+from bench_torch import THREAD_ENV  # noqa: E402  (standard library only at import)
 
-# As bench_decode_peers.py's and bench_torch.py's workers run, set before NumPy and torch load.
-# The decoding peers' float64 reference runs on NumPy's OpenBLAS, whose threads otherwise take
-# every core and, spinning, slowed a torch-eager gpt2-decode step from 0.3 to 8 ms.
-for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ[_var] = str(THREADS)
+# As bench_decode_peers.py's and bench_torch.py's workers run: before NumPy and torch load.
+os.environ.update(THREAD_ENV)
 
 MHA_IMPLS = ("torch-mha", "torch-sdpa-mha", "ort-mha")
 DECODE_IMPLS = ("torch-eager", "ort-gqa")
