@@ -427,8 +427,9 @@ constexpr int kSplitReductionTasks = 16;
 constexpr int kSplitReductionRunBytes = 128 * 1024;
 // Input features per unrolled step of a split reduction's task.
 constexpr int kSplitReductionUnroll = 8;
-// At most this many vectors of partial sums per row of a split reduction's register tile: a
-// panel of kWeightPadding outputs is 4 AVX-512 vectors; AVX2 and SSE tiles take part of one.
+// At most this many vectors of partial sums per row of a split reduction's register tile of
+// several rows: a panel of kWeightPadding outputs is 4 AVX-512 vectors; AVX2 and SSE tiles take
+// part of one (one_row_tile_vectors for tiles of one row).
 constexpr int kSplitReductionTileVectors = 4;
 // Rows of a split reduction's register tile, for calls of at least as many rows (fewer go one
 // row at a time), on targets with 32 vector registers (16 take half as many): each run of
@@ -455,6 +456,27 @@ constexpr int kSplitReductionTileRows = 4;
 // out] rows, with all outputs in each step, had been 1.15x slower at gpt2-decode and 1.34x at
 // llama3-8b-decode than the feature ranges over panels (Zen 5); with the panels inside the step
 // loop, or the sums in memory, 1.14x and 1.25-1.9x slower still.
+// Vectors of partial sums in a split reduction's register tile of one row (a decoding step at
+// batch 1): the whole panel where its sums leave registers for the broadcast input and a load
+// and the target multiplies and adds in one instruction (x86 FMA, every AVX-512 variant,
+// AArch64's fmla), since each weight vector is used once (on x86 the FMA's memory operand); a
+// task then reads its run front to back once. A narrower tile reads the run once per tile
+// column, each pass a part of every panel row (AVX2: two passes of 128 of 256 bytes). AVX2
+// variant (ATTNGEN_CPU_DISPATCH=avx2), Zen 4, 2 threads, scripts/paired_ab.py, 12 pairs in 2
+// sessions, 4 vectors against 8, old/new: decode/llama3-8b-decode 1.264x (12 of 12 pairs; each
+// projection's loop 1.37x, attngen_parallel_timeline), gpt2-decode 1.152x (12 of 12), bfloat16
+// weights 1.105x and 1.097x (8 pairs); the batch of 8, whose tiles have 2 rows, 0.987x. The SSE4.1
+// variant (no FMA: a product and a sum per weight vector) lost with 8 vectors, llama3-8b-decode
+// 0.836x, and keeps 4. AArch64 (16 vectors, one pass for 4) was not timed: qemu checks it.
+int one_row_tile_vectors(const Target &target) {
+    const int panel_vectors = kWeightPadding / vector_width(target);
+    const int registers = wide_register_file(target) ? 32 : 16;
+    const bool fused =
+        target.arch == Target::ARM || target.has_feature(Target::FMA) || wide_register_file(target);
+    if (fused && panel_vectors + 2 <= registers) return panel_vectors;
+    return std::min(panel_vectors, kSplitReductionTileVectors);
+}
+
 void schedule_split_reduction(ProjectionStage &p, const Target &target) {
     const int vec = vector_width(target);
     const int tile_rows =
@@ -491,10 +513,11 @@ void schedule_split_reduction(ProjectionStage &p, const Target &target) {
     // Every task covers whole panels: the weights are padded to them, and the sum over tasks
     // reads only the outputs it needs.
     const int tile = std::min(kWeightPadding, kSplitReductionTileVectors * vec);
+    const int row_tile = one_row_tile_vectors(target) * vec;
     Func sums = partial.in();
     Var op("op"), oin("oin"), oo("oo"), oi("oi"), no("no"), ni("ni"), pt("pt");
     sums.compute_root().align_bounds(p.o, kWeightPadding);
-    const auto tiles = [&](Stage s, int rows, TailStrategy tail) {
+    const auto tiles = [&](Stage s, int rows, int tile, TailStrategy tail) {
         s.split(p.o, op, oin, kWeightPadding, TailStrategy::RoundUp)
             .split(oin, oo, oi, tile, TailStrategy::RoundUp)
             .split(p.n, no, ni, rows, tail)
@@ -503,10 +526,9 @@ void schedule_split_reduction(ProjectionStage &p, const Target &target) {
             .fuse(op, task, pt)
             .parallel(pt);
     };
-    tiles(sums.specialize(p.rows >= tile_rows), tile_rows, TailStrategy::ShiftInwards);
-    tiles(sums, 1, TailStrategy::RoundUp);
-    partial.compute_at(sums, no).bound_extent(p.o, tile).vectorize(p.o, vec).unroll(p.o).unroll(
-        p.n);
+    tiles(sums.specialize(p.rows >= tile_rows), tile_rows, tile, TailStrategy::ShiftInwards);
+    tiles(sums, 1, row_tile, TailStrategy::RoundUp);
+    partial.compute_at(sums, no).vectorize(p.o, vec).unroll(p.o).unroll(p.n);
     Stage steps = partial.update()
                       .split(split_groups ? p.r.x : within, fo, fu, step, TailStrategy::GuardWithIf)
                       .split(p.o, ov, ol, vec);
