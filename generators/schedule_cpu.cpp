@@ -431,9 +431,8 @@ constexpr int kSplitReductionUnroll = 8;
 // several rows: a panel of kWeightPadding outputs is 4 AVX-512 vectors; AVX2 and SSE tiles take
 // part of one (one_row_tile_vectors for tiles of one row).
 constexpr int kSplitReductionTileVectors = 4;
-// Rows of a split reduction's register tile, for calls of at least as many rows (fewer go one
-// row at a time), on targets with 32 vector registers (16 take half as many): each run of
-// weights read from memory serves this many rows.
+// Rows of a split reduction's register tile on targets with 32 vector registers
+// (split_reduction_tile_rows): each run of weights read from memory serves this many rows.
 constexpr int kSplitReductionTileRows = 4;
 
 // Few rows (decoding): a parallel task is one panel of output features (layout.h) over one
@@ -443,9 +442,9 @@ constexpr int kSplitReductionTileRows = 4;
 // ranges, Llama 3's 4096 x 4096 (64 panels) 8. Only the rows asked for are computed: a
 // register tile's rows past the last one, products of a repeated row, took 2.3x the time at 1
 // row of 4 (JIT experiment).
-// A task reads its run front to back into a register tile of kSplitReductionTileRows rows (one
-// row for calls of fewer), whose partial sums stay in registers across the run; further tiles
-// of rows read the run again, from L2.
+// A task reads its run front to back into a register tile of split_reduction_tile_rows rows
+// (one row for calls of fewer), whose partial sums stay in registers across the run; further
+// tiles of rows read the run again, from L2.
 // Before, a task was one of kSplitReductionTasks ranges of features over every panel, a run of
 // 12 KiB (GPT-2) to 64 KiB (Llama 3) from each panel. Against those tasks (scripts/ab_runs.py, 3
 // rounds, 2 threads, Zen 4, with a step's keys appended as vectors (then schedule_cache_rows_cpu)
@@ -477,10 +476,25 @@ int one_row_tile_vectors(const Target &target) {
     return std::min(panel_vectors, kSplitReductionTileVectors);
 }
 
+// Rows of a split reduction's register tile for calls of at least as many rows (fewer go one
+// row at a time): kSplitReductionTileRows with 32 vector registers, half as many with 16. But
+// where a tile of one row spans the panel and one of several would not (AVX2), every row of
+// float32 weights goes alone: each task then reads its run once from memory, whole, and again
+// from L2 for each further row, where tiles of 2 rows by half the panel read half of every
+// panel row per pass. AVX2 variant, Zen 4, 2 threads, scripts/paired_ab.py, 2-row tiles against
+// one row at a time, old/new: decode/llama3-8b-decode-b8 1.116x (8 of 8 pairs) and 1.080x (7 of
+// 8), gpt2-decode 1.031x, llama3-8b-decode 1.008x. 16-bit weights keep the 2-row tiles, which
+// widen each weight once per 2 rows: one row at a time, decode_bf16/llama3-8b-decode-b8 0.921x
+// (12 pairs in 3 sessions, 1 won).
+int split_reduction_tile_rows(const Target &target, const Type &weights) {
+    if (wide_register_file(target)) return kSplitReductionTileRows;
+    const bool row_spans_panel = one_row_tile_vectors(target) > kSplitReductionTileVectors;
+    return row_spans_panel && weights.bits() == 32 ? 1 : kSplitReductionTileRows / 2;
+}
+
 void schedule_split_reduction(ProjectionStage &p, const Target &target) {
     const int vec = vector_width(target);
-    const int tile_rows =
-        wide_register_file(target) ? kSplitReductionTileRows : kSplitReductionTileRows / 2;
+    const int tile_rows = split_reduction_tile_rows(target, p.weights.type());
     Stage few = p.acc.update().specialize(p.rows <= kSplitReductionMaxRows);
     RVar task_r("task_r"), within("within"), fo("fo"), fu("fu");
     Var task("task"), ov("ov"), ol("ol");
@@ -526,7 +540,9 @@ void schedule_split_reduction(ProjectionStage &p, const Target &target) {
             .fuse(op, task, pt)
             .parallel(pt);
     };
-    tiles(sums.specialize(p.rows >= tile_rows), tile_rows, tile, TailStrategy::ShiftInwards);
+    if (tile_rows > 1) {
+        tiles(sums.specialize(p.rows >= tile_rows), tile_rows, tile, TailStrategy::ShiftInwards);
+    }
     tiles(sums, 1, row_tile, TailStrategy::RoundUp);
     partial.compute_at(sums, no).vectorize(p.o, vec).unroll(p.o).unroll(p.n);
     Stage steps = partial.update()
