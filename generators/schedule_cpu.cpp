@@ -531,9 +531,9 @@ void schedule_split_reduction(ProjectionStage &p, const Target &target) {
     Func sums = partial.in();
     Var op("op"), oin("oin"), oo("oo"), oi("oi"), no("no"), ni("ni"), pt("pt");
     sums.compute_root().align_bounds(p.o, kWeightPadding);
-    const auto tiles = [&](Stage s, int rows, int tile, TailStrategy tail) {
+    const auto tiles = [&](Stage s, int rows, int width, TailStrategy tail) {
         s.split(p.o, op, oin, kWeightPadding, TailStrategy::RoundUp)
-            .split(oin, oo, oi, tile, TailStrategy::RoundUp)
+            .split(oin, oo, oi, width, TailStrategy::RoundUp)
             .split(p.n, no, ni, rows, tail)
             .reorder(oi, ni, no, oo, op, task)
             .vectorize(oi, vec)
@@ -544,6 +544,8 @@ void schedule_split_reduction(ProjectionStage &p, const Target &target) {
         tiles(sums.specialize(p.rows >= tile_rows), tile_rows, tile, TailStrategy::ShiftInwards);
     }
     tiles(sums, 1, row_tile, TailStrategy::RoundUp);
+    // No bound_extent on the outputs: the two branches' tiles differ in width, and each
+    // branch's partial sums take its own (bounds inference gives a constant extent in each).
     partial.compute_at(sums, no).vectorize(p.o, vec).unroll(p.o).unroll(p.n);
     Stage steps = partial.update()
                       .split(split_groups ? p.r.x : within, fo, fu, step, TailStrategy::GuardWithIf)
