@@ -29,6 +29,10 @@ bool wide_register_file(const Target &target) {
                                    Target::AVX512_Zen5, Target::AVX512_SapphireRapids});
 }
 
+int vector_registers(const Target &target) {
+    return wide_register_file(target) ? 32 : 16;
+}
+
 // Whether a projection register tile of `vectors` vectors covers a whole weight panel: a
 // narrower one shares its panel's blocks of weights with the next tile columns.
 bool tile_spans_panel(int vectors, const Target &target) {
@@ -38,8 +42,7 @@ bool tile_spans_panel(int vectors, const Target &target) {
 // Whether a register tile of `vectors` vectors by `rows` rows fits the target's registers: it
 // keeps vectors * rows accumulators plus `vectors` loaded operands and one broadcast live.
 bool tile_fits(int vectors, int rows, const Target &target) {
-    const int registers = wide_register_file(target) ? 32 : 16;
-    return vectors * rows + vectors + 1 <= registers;
+    return vectors * rows + vectors + 1 <= vector_registers(target);
 }
 
 // Decoding's attention rows are the query heads of a key/value head times q_len: 1 for MHA,
@@ -469,10 +472,9 @@ constexpr int kSplitReductionTileRows = 4;
 // 0.836x, and keeps 4. AArch64 (16 vectors, one pass for 4) was not timed: qemu checks it.
 int one_row_tile_vectors(const Target &target) {
     const int panel_vectors = kWeightPadding / vector_width(target);
-    const int registers = wide_register_file(target) ? 32 : 16;
     const bool fused =
         target.arch == Target::ARM || target.has_feature(Target::FMA) || wide_register_file(target);
-    if (fused && panel_vectors + 2 <= registers) return panel_vectors;
+    if (fused && panel_vectors + 2 <= vector_registers(target)) return panel_vectors;
     return std::min(panel_vectors, kSplitReductionTileVectors);
 }
 
