@@ -20,7 +20,7 @@
 // (kReductionLanes).
 // On a register tile narrower than a weight panel (AVX2, SSE, NEON), gemm_k_block blocks only
 // float32 reductions over more than 512 features; shorter ones and bfloat16 pairs take at most
-// 64 (schedule_cpu.cpp, kShortReductionBlock).
+// 64 (schedule_cpu_tiles.h, kShortReductionBlock).
 #define ATTNGEN_CPU_SCHEDULE_KNOBS(KNOB)                                                           \
     KNOB(gemm_vectors, 8, (1, 2, 4), "vectors across output features in a projection register tile") \
     KNOB(gemm_rows, 16, (2, 4, 6, 8, 12), "rows in a projection register tile")                    \

@@ -46,8 +46,8 @@ TEST(Decode, PromptThenSteps) {
 }
 
 // Projections of up to 8 rows split their reduction over input features into parallel tasks
-// of one weight panel each (schedule_cpu.cpp, schedule_split_reduction): 130 features over 3
-// panels of outputs make ranges of 24 features with a last one of 10, and the output
+// of one weight panel each (schedule_cpu_projection.cpp, schedule_split_reduction): 130 features
+// over 3 panels of outputs make ranges of 24 features with a last one of 10, and the output
 // projection's ranges take whole heads. Their register tiles are 4 rows (2 on 16-register
 // targets), from calls of as many rows, the last tile shifted in: prompts of 1 to 5 rows fall
 // on either side of the tile, 7, 8 and 9 on either side of the split's row limit.
@@ -122,8 +122,8 @@ TEST(Decode, ProjectionsWideEnoughToBoundATasksRun) {
 }
 
 // The decode kernel's probs x values tiles are up to 64 value features wide for heads of up to
-// 64 and up to 128 for wider heads (schedule_cpu.cpp, 32-register variants), with tiles of their
-// own for a single query row, and the cache keeps values in panels of 32 features (layout.h,
+// 64 and up to 128 for wider heads (schedule_cpu_decode.cpp, 32-register variants), with tiles of
+// their own for a single query row, and the cache keeps values in panels of 32 features (layout.h,
 // kCacheValuePanel), the last one padded: head sizes at either side of both widths and of one
 // panel, with two query rows per key/value head (grouped) and with one (single-token steps of
 // multi-head attention).

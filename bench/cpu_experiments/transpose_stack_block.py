@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Why the keys' transposing copy read its tile back element by element: a model of
-schedule_transpose (generators/schedule_cpu.cpp) in Halide 21's Python bindings, compiled for
-AVX-512, counting in the assembly the instructions that read the staged 16 x 16 tile back
-transposed: shuffles of registers, or element loads (masked `vbroadcastss` and `vinsertps`).
+schedule_transpose (generators/schedule_cpu.cpp, declared in schedule_cpu_tiles.h) in Halide
+21's Python bindings, compiled for AVX-512, counting in the assembly the instructions that read
+the staged 16 x 16 tile back transposed: shuffles of registers, or element loads (masked
+`vbroadcastss` and `vinsertps`).
 
 The source is a plain copy or, chosen at run time, a stand-in for a rotation (as the CPU
 forward's keys are with rotary positions), staged per tile through a small buffer that a
