@@ -3,9 +3,7 @@
 // schedule_cpu_decode.cpp.
 #include "schedule_cpu.h"
 
-#include <algorithm>
 #include <numeric>
-#include <optional>
 #include <utility>
 #include <vector>
 

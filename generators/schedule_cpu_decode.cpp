@@ -2,7 +2,6 @@
 // into the KV cache, and the rotary angle tables.
 
 #include <algorithm>
-#include <string>
 #include <vector>
 
 #include "layout.h"

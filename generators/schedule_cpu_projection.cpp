@@ -2,6 +2,7 @@
 // tiles, the split reductions of decoding's few rows, and the AMX path.
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
