@@ -223,6 +223,37 @@ TEST(Decode, CppKvCache) {
                  attngen::Error);  // past max_len
 }
 
+// A KvCache holds the handle, which moves with its MultiHeadAttention: moving the module (a
+// vector of layers that grows) leaves the cache working, and a cache moves by assignment too.
+TEST(Decode, CppKvCacheSurvivesMoves) {
+    attngen::MhaConfig config;
+    config.d_model = 16;
+    config.num_heads = 4;
+    config.num_kv_heads = 2;
+    std::vector<attngen::MultiHeadAttention> layers;
+    layers.emplace_back(config);
+    MhaTester tester = Model(16, 4).num_kv_heads(2);
+    const MhaTester::Model m = tester.MakeModel();
+    layers[0].set_weights({m.wq.data(), {16, 16}}, {m.wk.data(), {8, 16}}, {m.wv.data(), {8, 16}},
+                          {m.wo.data(), {16, 16}}, {m.bq.data(), {16}}, {m.bk.data(), {8}},
+                          {m.bv.data(), {8}}, {m.bo.data(), {16}});
+    DecodeModel model(tester);
+    const std::vector<float> seq = model.Tokens(3, 11);
+    const DecodeModel::Expected want = model.SelfAttention(seq);
+    attngen::KvCache first(layers[0], 1, 4);
+    for (int grow = 0; grow < 8; ++grow) layers.emplace_back(config);  // reallocates
+    attngen::KvCache cache(layers[1], 1, 2);
+    cache = std::move(first);
+    EXPECT_EQ(first.handle(), nullptr);  // NOLINT(bugprone-use-after-move): checking the move
+    std::vector<float> out(16);
+    for (int t = 0; t < 3; ++t) {
+        cache.append({TokenRows(seq, t, 16), {1, 1, 16}}, {TokenRows(seq, t, 16), {1, 1, 16}});
+        cache.forward({TokenRows(seq, t, 16), {1, 1, 16}}, {out.data(), {1, 1, 16}});
+        model.Check("C++ step after moves", out.data(), 1, want, t);
+    }
+    EXPECT_EQ(cache.lengths(), std::vector<int32_t>{3});
+}
+
 // Different caches of one handle decode concurrently, with the results of running alone.
 TEST(Decode, DifferentCachesConcurrently) {
     const MhaTester tester = Model(32, 8).num_kv_heads(2).rope(ATTNGEN_ROPE_HALF);

@@ -449,6 +449,59 @@ TEST(MhaCpp, WrongInputShapesThrowShapeBeforeWriting) {
     }
 }
 
+// The C API cannot see a mask part's extents: the C++ layer checks them against the call, where
+// a part too small would have been read past its end.
+TEST(MhaCpp, MaskPartsOfTheWrongShapeThrowShapeBeforeWriting) {
+    MhaTester t;
+    t.d_model(8).num_heads(2);
+    attngen::MultiHeadAttention mha(CppConfig(8, 2));
+    SetCppWeights(mha, t.MakeModel(), t.dims());
+    // batch 2, q_len 3, kv_len 4, 2 heads
+    std::vector<float> q(2 * 3 * 8), kv(2 * 4 * 8), out(2 * 3 * 8, kSentinel);
+    const std::vector<int32_t> lengths = {4, 4, 4};
+    const std::vector<uint8_t> bools(2 * 3 * 5, 0);
+    const std::vector<float> additive(2 * 3 * 3 * 4, 0.0f);
+    struct Case {
+        const char *name;
+        std::vector<int64_t> lengths, bools, additive;
+    };
+    const std::vector<Case> cases = {
+        {"kv_lengths", {3}, {}, {}},            // not batch
+        {"kv_lengths", {1}, {}, {}},            // not broadcast
+        {"bool_mask", {}, {2, 3, 5}, {}},       // kv_len
+        {"bool_mask", {}, {3, 3, 4}, {}},       // batch neither 1 nor 2
+        {"bool_mask", {}, {3, 4}, {}},          // rank
+        {"additive", {}, {}, {1, 3, 3, 4}},     // heads neither 1 nor 2
+        {"additive", {}, {}, {2, 2, 2, 4}},     // q_len
+        {"additive", {}, {}, {2, 1, 3, 4, 1}},  // rank
+    };
+    for (const Case &c : cases) {
+        SCOPED_TRACE(std::string(c.name) + " " + ::testing::PrintToString(c.lengths) +
+                     ::testing::PrintToString(c.bools) + ::testing::PrintToString(c.additive));
+        attngen::Mask mask;
+        if (!c.lengths.empty()) mask.kv_lengths = {lengths.data(), c.lengths};
+        if (!c.bools.empty()) mask.bool_mask = {bools.data(), c.bools};
+        if (!c.additive.empty()) mask.additive = {additive.data(), c.additive};
+        try {
+            mha.forward({q.data(), {2, 3, 8}}, {kv.data(), {2, 4, 8}}, {kv.data(), {2, 4, 8}},
+                        {out.data(), {2, 3, 8}}, mask);
+            FAIL() << "expected attngen::Error";
+        } catch (const attngen::Error &e) {
+            EXPECT_EQ(e.status(), ATTNGEN_ERROR_SHAPE);
+            EXPECT_NE(std::string(e.what()).find(c.name), std::string::npos) << e.what();
+        }
+        EXPECT_TRUE(Untouched("out", out));
+    }
+    // Parts of 1 where they broadcast are taken.
+    attngen::Mask mask;
+    mask.kv_lengths = {lengths.data(), {2}};
+    mask.bool_mask = {bools.data(), {1, 3, 4}};
+    mask.additive = {additive.data(), {1, 2, 3, 4}};
+    mha.forward({q.data(), {2, 3, 8}}, {kv.data(), {2, 4, 8}}, {kv.data(), {2, 4, 8}},
+                {out.data(), {2, 3, 8}}, mask);
+    EXPECT_FALSE(Untouched("out", out));
+}
+
 TEST(MhaCpp, MoveTransfersTheHandle) {
     MhaTester t;
     t.d_model(8).num_heads(2).batch(1).q_len(2).kv_len(3).with_weights(false);

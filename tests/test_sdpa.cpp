@@ -654,5 +654,37 @@ TEST(SdpaCpp, ShapeMismatchThrowsBeforeWriting) {
     EXPECT_TRUE(Untouched("out", out));
 }
 
+// A mask part the call would read past: refused by the C++ layer before any kernel runs.
+TEST(SdpaCpp, MaskPartOfTheWrongShapeThrowsBeforeWriting) {
+    std::vector<float> q(2 * 2 * 3 * 4), k(2 * 1 * 5 * 4), v(2 * 1 * 5 * 6);
+    std::vector<float> out(2 * 2 * 3 * 6, kSentinel), additive(2 * 3 * 3 * 5, 0.0f);
+    const std::vector<uint8_t> bools(3 * 5, 0);
+    const std::vector<int32_t> lengths = {5};
+    struct Case {
+        const char *name;
+        attngen::Mask mask;
+    };
+    std::vector<Case> cases(3);
+    cases[0].name = "additive";  // 3 heads where the call has 2 query heads
+    cases[0].mask.additive = {additive.data(), {2, 3, 3, 5}};
+    cases[1].name = "bool_mask";  // q_len 5 where the call has 3
+    cases[1].mask.bool_mask = {bools.data(), {1, 5, 3}};
+    cases[2].name = "kv_lengths";  // one length for a batch of 2
+    cases[2].mask.kv_lengths = {lengths.data(), {1}};
+    for (const Case &c : cases) {
+        SCOPED_TRACE(c.name);
+        try {
+            attngen::scaled_dot_product_attention(
+                {q.data(), {2, 2, 3, 4}}, {k.data(), {2, 1, 5, 4}}, {v.data(), {2, 1, 5, 6}},
+                {out.data(), {2, 2, 3, 6}}, c.mask);
+            FAIL() << "expected attngen::Error";
+        } catch (const attngen::Error &e) {
+            EXPECT_EQ(e.status(), ATTNGEN_ERROR_SHAPE);
+            EXPECT_NE(std::string(e.what()).find(c.name), std::string::npos) << e.what();
+        }
+        EXPECT_TRUE(Untouched("out", out));
+    }
+}
+
 }  // namespace
 }  // namespace attngen_test

@@ -65,6 +65,25 @@ void expect_shape(const TensorView<T> &t, const char *name, std::vector<int64_t>
     }
 }
 
+// A mask part's shape: expected, except that each of the first `broadcast` dimensions may be 1
+// (one row for every item or head).
+template <typename T>
+void expect_mask_shape(const TensorView<T> &t, const char *name, std::vector<int64_t> expected,
+                       size_t broadcast) {
+    std::vector<int64_t> allowed = expected;
+    for (size_t i = 0; i < broadcast && i < t.shape().size() && i < allowed.size(); ++i) {
+        if (t.shape()[i] == 1) allowed[i] = 1;
+    }
+    if (t.shape() != allowed) {
+        throw Error(ATTNGEN_ERROR_SHAPE,
+                    std::string(name) + ": expected shape " + shape_string(expected) +
+                        (broadcast > 0 ? " (or 1 in the first " + std::to_string(broadcast) +
+                                             " dimension" + (broadcast > 1 ? "s" : "") + ")"
+                                       : std::string()) +
+                        ", got " + shape_string(t.shape()));
+    }
+}
+
 template <typename T>
 int32_t dim(const TensorView<T> &t, size_t i, const char *name) {
     if (t.shape().size() <= i) {
@@ -83,6 +102,20 @@ struct Mask {
     TensorView<const uint8_t> bool_mask;   // [1 or batch, q_len, kv_len]
     TensorView<const float> additive;      // [1 or batch, 1 or heads, q_len, kv_len]
 
+    // The C mask, every part given checked against the call's sizes first
+    // (ATTNGEN_ERROR_SHAPE): the C API cannot see the parts' extents.
+    attngen_mask to_c(int32_t batch, int32_t heads, int32_t q_len, int32_t kv_len) const {
+        if (!kv_lengths.empty()) detail::expect_mask_shape(kv_lengths, "kv_lengths", {batch}, 0);
+        if (!bool_mask.empty()) {
+            detail::expect_mask_shape(bool_mask, "bool_mask", {batch, q_len, kv_len}, 1);
+        }
+        if (!additive.empty()) {
+            detail::expect_mask_shape(additive, "additive", {batch, heads, q_len, kv_len}, 2);
+        }
+        return to_c();
+    }
+
+    // The C mask as given, its parts' shapes unchecked.
     attngen_mask to_c() const {
         attngen_mask m{};
         m.causal = causal;
@@ -203,7 +236,7 @@ class MultiHeadAttention {
         if (!weights.empty()) {
             detail::expect_shape(weights, "weights", {batch, config_.num_heads, q_len, kv_len});
         }
-        const attngen_mask m = mask.to_c();
+        const attngen_mask m = mask.to_c(batch, config_.num_heads, q_len, kv_len);
         check(attngen_mha_forward(handle_, batch, q_len, kv_len, query.data(), key.data(),
                                   value.data(), &m, out.data(), weights.data()));
     }
@@ -214,19 +247,33 @@ class MultiHeadAttention {
 };
 
 // The projected (and rotated) keys and values of up to max_batch sequences ("items") of up to
-// max_len positions, bound to the MultiHeadAttention it was made from (which must outlive it).
+// max_len positions, bound to the handle of the MultiHeadAttention it was made from. The handle
+// moves with that object: the cache keeps working after the MultiHeadAttention is moved (into a
+// vector that grows, say), and whichever object holds the handle must outlive the cache.
 // One call at a time per cache; different caches may be used concurrently. Movable.
 class KvCache {
   public:
     KvCache(const MultiHeadAttention &mha, int32_t max_batch, int32_t max_len)
-        : mha_(&mha), max_batch_(max_batch) {
-        check(attngen_kv_cache_create(mha.handle(), max_batch, max_len, &cache_));
+        : mha_(mha.handle()), config_(mha.config()), max_batch_(max_batch) {
+        check(attngen_kv_cache_create(mha_, max_batch, max_len, &cache_));
     }
     ~KvCache() { attngen_kv_cache_destroy(cache_); }
     KvCache(const KvCache &) = delete;
     KvCache &operator=(const KvCache &) = delete;
-    KvCache(KvCache &&o) noexcept : mha_(o.mha_), max_batch_(o.max_batch_), cache_(o.cache_) {
+    KvCache(KvCache &&o) noexcept
+        : mha_(o.mha_), config_(o.config_), max_batch_(o.max_batch_), cache_(o.cache_) {
         o.cache_ = nullptr;
+    }
+    KvCache &operator=(KvCache &&o) noexcept {
+        if (this != &o) {
+            attngen_kv_cache_destroy(cache_);
+            mha_ = o.mha_;
+            config_ = o.config_;
+            max_batch_ = o.max_batch_;
+            cache_ = o.cache_;
+            o.cache_ = nullptr;
+        }
+        return *this;
     }
 
     attngen_kv_cache *handle() const noexcept { return cache_; }
@@ -242,27 +289,26 @@ class KvCache {
     // key [B, L, kdim], value [B, L, vdim] appended to items (empty = 0..B-1).
     void append(TensorView<const float> key, TensorView<const float> value,
                 const std::vector<int32_t> &items = {}) {
-        const MhaConfig &c = mha_->config();
+        const MhaConfig &c = config_;
         const int32_t batch = detail::dim(key, 0, "key"), len = detail::dim(key, 1, "key");
         detail::expect_shape(key, "key", {batch, len, c.kdim});
         detail::expect_shape(value, "value", {batch, len, c.vdim});
         expect_items(items, batch);
-        check(attngen_kv_cache_append(mha_->handle(), cache_, batch,
-                                      items.empty() ? nullptr : items.data(), len, key.data(),
-                                      value.data()));
+        check(attngen_kv_cache_append(mha_, cache_, batch, items.empty() ? nullptr : items.data(),
+                                      len, key.data(), value.data()));
     }
 
     // query [B, Lq, d_model] over everything items hold -> out [B, Lq, d_model].
     void forward(TensorView<const float> query, TensorView<float> out,
                  attngen_causal causal = ATTNGEN_CAUSAL_BOTTOM_RIGHT,
                  const std::vector<int32_t> &items = {}) const {
-        const MhaConfig &c = mha_->config();
+        const MhaConfig &c = config_;
         const int32_t batch = detail::dim(query, 0, "query"),
                       q_len = detail::dim(query, 1, "query");
         detail::expect_shape(query, "query", {batch, q_len, c.d_model});
         detail::expect_shape(out, "out", {batch, q_len, c.d_model});
         expect_items(items, batch);
-        check(attngen_mha_forward_cached(mha_->handle(), cache_, batch,
+        check(attngen_mha_forward_cached(mha_, cache_, batch,
                                          items.empty() ? nullptr : items.data(), q_len,
                                          query.data(), causal, out.data()));
     }
@@ -276,7 +322,8 @@ class KvCache {
         }
     }
 
-    const MultiHeadAttention *mha_;
+    attngen_mha *mha_;
+    MhaConfig config_;  // resolved, as the handle's
     int32_t max_batch_;
     attngen_kv_cache *cache_ = nullptr;
 };
@@ -297,7 +344,7 @@ inline void scaled_dot_product_attention(TensorView<const float> q, TensorView<c
     detail::expect_shape(v, "v", {b, hkv, lkv, dv});
     detail::expect_shape(out, "out", {b, h, lq, dv});
     if (!weights.empty()) detail::expect_shape(weights, "weights", {b, h, lq, lkv});
-    const attngen_mask m = mask.to_c();
+    const attngen_mask m = mask.to_c(b, h, lq, lkv);
     check(attngen_sdpa_gqa(b, h, hkv, lq, lkv, dk, dv, q.data(), k.data(), v.data(), &m, scale,
                            out.data(), weights.data()));
 }
