@@ -289,12 +289,15 @@ static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t
     // In 64 bits: max_len may be INT32_MAX (the fuzzer found the 32-bit sum's overflow).
     const auto blocks = int32_t((int64_t(max_len) + kCacheKeyBlock - 1) / kCacheKeyBlock);
     const int32_t value_panels = (cfg.v_head_dim + kCacheValuePanel - 1) / kCacheValuePanel;
+    // In the elements the cache stores: a 16-bit cache holds twice the positions of a float32
+    // one within what a kernel can address.
+    const int64_t element = element_bytes(cfg.precision);
     ATTNGEN_RETURN_IF_ERROR(require_addressable(
         "the cache's keys", {max_batch, cfg.num_kv_heads, blocks, cfg.head_dim, kCacheKeyBlock},
-        4));
+        element));
     ATTNGEN_RETURN_IF_ERROR(require_addressable(
         "the cache's values",
-        {max_batch, cfg.num_kv_heads, value_panels, max_len, kCacheValuePanel}, 4));
+        {max_batch, cfg.num_kv_heads, value_panels, max_len, kCacheValuePanel}, element));
     std::unique_ptr<attngen_kv_cache> c(new (std::nothrow) attngen_kv_cache);
     if (!c) return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, "cannot allocate the cache");
     c->owner = m;
@@ -306,7 +309,7 @@ static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t
     c->v_head_dim = cfg.v_head_dim;
     c->value_panels = value_panels;
     c->precision = cfg.precision;
-    c->element = size_t(element_bytes(cfg.precision));
+    c->element = size_t(element);
     install_halide_runtime_hooks();
     const bool on_cpu = cfg.device == ATTNGEN_DEVICE_CPU;
     try {

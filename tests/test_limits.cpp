@@ -121,6 +121,35 @@ TEST(Limits, CreateRefusesHeadSizesBeyondTheKernels) {
     EXPECT_TRUE(refused(config));
 }
 
+// A KV cache is sized in the elements it stores: keys of 65568 positions of a 8192-wide head
+// are 2^31 + 2^20 bytes in float32, refused, and 1 GiB in bfloat16 or float16, which a kernel
+// can address (they had been counted at 4 bytes each in every precision).
+TEST(Limits, HalfPrecisionCacheHoldsTwiceTheFloat32Positions) {
+    const auto create = [](attngen_precision p, int32_t max_batch) {
+        attngen_mha_config config{};
+        config.d_model = 64;
+        config.num_heads = 1;
+        config.head_dim = 8192;
+        config.v_head_dim = 32;
+        config.precision = p;
+        attngen_mha *raw = nullptr;
+        EXPECT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK) << attngen_last_error();
+        MhaHandle m(raw);
+        attngen_kv_cache *cache = nullptr;
+        const attngen_status s =
+            attngen_kv_cache_create(m.get(), max_batch, (1 << 16) + 32, &cache);
+        EXPECT_EQ(cache == nullptr, s != ATTNGEN_OK);
+        attngen_kv_cache_destroy(cache);
+        return s;
+    };
+    EXPECT_TRUE(RefusedWithMessage(create(ATTNGEN_PRECISION_F32, 1), {kShape}));
+    EXPECT_EQ(create(ATTNGEN_PRECISION_BF16, 1), ATTNGEN_OK) << attngen_last_error();
+    // Twice the positions pass the limit again; float16's are as large as bfloat16's (not
+    // allocated here: a second GiB).
+    EXPECT_TRUE(RefusedWithMessage(create(ATTNGEN_PRECISION_BF16, 2), {kShape}));
+    EXPECT_TRUE(RefusedWithMessage(create(ATTNGEN_PRECISION_F16, 2), {kShape}));
+}
+
 // Every input fits, but a weights output or a mask of [batch, heads, q_len, kv_len] would have
 // 3.2e9 elements: no kernel can index them, so the call is refused before anything is read
 // (the weights and mask pointers here hold 64 floats). Without them the same shape runs
