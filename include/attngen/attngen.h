@@ -27,7 +27,9 @@ extern "C" {
 
 typedef enum attngen_status {
     ATTNGEN_OK = 0,
-    ATTNGEN_ERROR_INVALID_ARGUMENT = 1, /* null pointer, non-positive size, unknown enum value */
+    ATTNGEN_ERROR_INVALID_ARGUMENT = 1, /* null pointer, non-positive size, unknown enum value,
+                                           a call before attngen_mha_set_weights, an input the
+                                           KV cache refuses (each function says which) */
     ATTNGEN_ERROR_SHAPE = 2,       /* shapes that do not fit together (d_model % num_heads, ...) */
     ATTNGEN_ERROR_UNSUPPORTED = 3, /* valid request this build cannot serve (target not built) */
     ATTNGEN_ERROR_DEVICE = 4,      /* no usable GPU, driver or device failure */
@@ -59,7 +61,8 @@ typedef enum attngen_causal {
  * projection's bias). */
 typedef struct attngen_mask {
     attngen_causal causal;
-    const int32_t *kv_lengths; /* [batch] valid keys per item, 0..kv_len; keys j >= len masked */
+    const int32_t *kv_lengths; /* [batch] valid keys per item, 0..kv_len; keys j >= len masked
+                                  (negative: INVALID_ARGUMENT; above kv_len: SHAPE) */
     const uint8_t *bool_mask;  /* [bool_mask_batch, q_len, kv_len], nonzero = masked, or NULL */
     int32_t bool_mask_batch;   /* 1 (broadcast over batch) or batch */
     const float *additive;     /* [additive_batch, additive_heads, q_len, kv_len], or NULL */
@@ -102,6 +105,13 @@ typedef struct attngen_mha_config {
 
 typedef struct attngen_mha attngen_mha; /* opaque */
 
+/* ATTNGEN_ERROR_INVALID_ARGUMENT for a NULL pointer, a non-positive d_model or num_heads, a
+ * negative size, an unknown enum value, an odd rotary_dim (the head_dim default included) with
+ * rope, or a rope_theta that is not 0 or above 1; ATTNGEN_ERROR_SHAPE when d_model % num_heads
+ * != 0 without head_dim, num_kv_heads does not divide num_heads, rotary_dim > head_dim, a head
+ * count or per-head size exceeds 65536, or a GPU API cannot run the head sizes (CUDA: above
+ * 128); ATTNGEN_ERROR_UNSUPPORTED for a device this build has no kernels for;
+ * ATTNGEN_ERROR_DEVICE when the device or its driver is missing. */
 ATTNGEN_API attngen_status attngen_mha_create(const attngen_mha_config *config, attngen_mha **out);
 ATTNGEN_API void attngen_mha_destroy(attngen_mha *m); /* NULL is fine */
 
@@ -126,6 +136,8 @@ ATTNGEN_API attngen_status attngen_mha_set_weights(attngen_mha *m, const float *
  * probabilities. mask: NULL = none. With rotary positions, key j has position j and query i
  * position i + kv_len - q_len; the rotary angle of position p, pair k, is
  * p * rope_theta^(-2k/rotary_dim). On any error nothing is written to out or weights.
+ * NaN or infinity in an input reaches, as NaN, exactly the outputs that depend on it (README,
+ * "Robustness"). Before attngen_mha_set_weights: ATTNGEN_ERROR_INVALID_ARGUMENT.
  * Safe to call from several threads at once on one handle. */
 ATTNGEN_API attngen_status attngen_mha_forward(attngen_mha *m, int32_t batch, int32_t q_len,
                                                int32_t kv_len, const float *query, const float *key,
@@ -138,8 +150,10 @@ ATTNGEN_API attngen_status attngen_mha_forward(attngen_mha *m, int32_t batch, in
  * from attngen_device_alloc for a handle in attngen's own context, from the application for a
  * handle made by attngen_mha_create_in_context (see there). Laid out as in
  * attngen_mha_forward. weights may be 0. The mask stays in host memory (it is small). On any
- * error nothing is written to out or weights: results go to device scratch first.
- * ATTNGEN_ERROR_INVALID_ARGUMENT for a CPU handle. */
+ * error nothing is written to out or weights: results go to device scratch first. Inputs are
+ * not scanned for NaN or infinity (attngen_mha_forward's rule needs them on the host): they
+ * must be finite. ATTNGEN_ERROR_INVALID_ARGUMENT for a CPU handle, or before
+ * attngen_mha_set_weights. */
 ATTNGEN_API attngen_status attngen_mha_forward_device(attngen_mha *m, int32_t batch, int32_t q_len,
                                                       int32_t kv_len, uint64_t query, uint64_t key,
                                                       uint64_t value, const attngen_mask *mask,
@@ -201,7 +215,8 @@ ATTNGEN_API attngen_status attngen_sdpa(int32_t batch, int32_t heads, int32_t q_
 
 /* attngen_sdpa with grouped key/value heads: k [batch, kv_heads, kv_len, dk],
  * v [batch, kv_heads, kv_len, dv]; kv_heads divides heads and query head h reads key/value
- * head h / (heads / kv_heads). No copy of k or v is made per query head. */
+ * head h / (heads / kv_heads) (ATTNGEN_ERROR_SHAPE when it does not divide). No copy of k or v
+ * is made per query head. */
 ATTNGEN_API attngen_status attngen_sdpa_gqa(int32_t batch, int32_t heads, int32_t kv_heads,
                                             int32_t q_len, int32_t kv_len, int32_t dk, int32_t dv,
                                             const float *q, const float *k, const float *v,
@@ -239,15 +254,22 @@ ATTNGEN_API attngen_status attngen_gpu_context_release(attngen_device device,
  * its size: ATTNGEN_ERROR_DEVICE where the device cannot allocate it, OUT_OF_MEMORY where the
  * host cannot). Items start empty. A cache is bound to the handle it was created
  * from (its heads, head sizes and precision) and usable with that handle only; the handle must
- * outlive it. Appends and cached forwards take and give host memory on every device. */
+ * outlive it. Appends and cached forwards take and give host memory on every device.
+ * Refusals common to append and the cached forward (nothing appended, nothing written):
+ * ATTNGEN_ERROR_INVALID_ARGUMENT for a cache created from another handle, an items[b] outside
+ * 0..max_batch-1 or named twice, a call before attngen_mha_set_weights; ATTNGEN_ERROR_SHAPE for
+ * batch > max_batch. */
 typedef struct attngen_kv_cache attngen_kv_cache; /* opaque */
 
+/* ATTNGEN_ERROR_SHAPE when the keys or the values of max_batch x max_len positions, in the
+ * elements the handle's precision stores (2 bytes for BF16 and F16, 4 for F32), pass the
+ * 2^31 - 1 bytes a kernel can address. */
 ATTNGEN_API attngen_status attngen_kv_cache_create(const attngen_mha *m, int32_t max_batch,
                                                    int32_t max_len, attngen_kv_cache **out);
 ATTNGEN_API void attngen_kv_cache_destroy(attngen_kv_cache *c); /* NULL is fine */
 /* lengths [max_batch]: the positions each item holds. */
 ATTNGEN_API attngen_status attngen_kv_cache_lengths(const attngen_kv_cache *c, int32_t *lengths);
-/* Empties item `item`, or every item for -1. */
+/* Empties item `item`, or every item for -1; another item: ATTNGEN_ERROR_INVALID_ARGUMENT. */
 ATTNGEN_API attngen_status attngen_kv_cache_reset(attngen_kv_cache *c, int32_t item);
 
 /* Projects key [batch, len, kdim] and value [batch, len, vdim] with the handle's weights (and
@@ -263,7 +285,9 @@ ATTNGEN_API attngen_status attngen_kv_cache_append(attngen_mha *m, attngen_kv_ca
 /* query [batch, q_len, d_model] attends to everything item items[b] holds (n_b = its length),
  * then the output projection: out [batch, q_len, d_model]. causal ATTNGEN_CAUSAL_NONE, or
  * ATTNGEN_CAUSAL_BOTTOM_RIGHT: query i sees positions <= n_b - q_len + i (the rows just
- * appended and all before them). Query i's rotary position is n_b - q_len + i. An item with
+ * appended and all before them); another causal value: ATTNGEN_ERROR_INVALID_ARGUMENT, as is a
+ * query that is not finite (the cache's rule, unlike attngen_mha_forward's). Query i's rotary
+ * position is n_b - q_len + i. An item with
  * nothing visible gives the output bias. Nothing is written on error. One call at a time per
  * cache; forwards on different caches may run concurrently.
  * One decoding step of self-attention for token rows x [batch, 1, d_model]:
