@@ -195,30 +195,46 @@ TEST(Decode, RefusedAppendChangesNothingInEveryPrecision) {
     }
 }
 
-// The C++ layer: the same decode through attngen::KvCache.
-TEST(Decode, CppKvCache) {
+// The C++ layer's model of the decode tests: d_model 16, 4 query heads over 2 KV heads, its
+// weights those of the MhaTester the decode model is built from.
+attngen::MhaConfig CppDecodeConfig(attngen_rope rope) {
     attngen::MhaConfig config;
     config.d_model = 16;
     config.num_heads = 4;
     config.num_kv_heads = 2;
-    config.rope = ATTNGEN_ROPE_HALF;
-    attngen::MultiHeadAttention mha(config);
-    MhaTester tester = Model(16, 4).num_kv_heads(2).rope(ATTNGEN_ROPE_HALF);
+    config.rope = rope;
+    return config;
+}
+
+void SetCppDecodeWeights(attngen::MultiHeadAttention &mha, const MhaTester &tester) {
     const MhaTester::Model m = tester.MakeModel();
     mha.set_weights({m.wq.data(), {16, 16}}, {m.wk.data(), {8, 16}}, {m.wv.data(), {8, 16}},
                     {m.wo.data(), {16, 16}}, {m.bq.data(), {16}}, {m.bk.data(), {8}},
                     {m.bv.data(), {8}}, {m.bo.data(), {16}});
-    DecodeModel model(tester);
-    const std::vector<float> seq = model.Tokens(3, 9);
+}
+
+// Decodes the 3 tokens of seq one at a time through cache, checking each step's output.
+void DecodeCppSteps(attngen::KvCache &cache, const DecodeModel &model,
+                    const std::vector<float> &seq, const char *what) {
     const DecodeModel::Expected want = model.SelfAttention(seq);
-    attngen::KvCache cache(mha, 1, 4);
     std::vector<float> out(16);
     for (int t = 0; t < 3; ++t) {
         cache.append({TokenRows(seq, t, 16), {1, 1, 16}}, {TokenRows(seq, t, 16), {1, 1, 16}});
         cache.forward({TokenRows(seq, t, 16), {1, 1, 16}}, {out.data(), {1, 1, 16}});
-        model.Check("C++ step", out.data(), 1, want, t);
+        model.Check(what, out.data(), 1, want, t);
     }
     EXPECT_EQ(cache.lengths(), std::vector<int32_t>{3});
+}
+
+// The C++ layer: the same decode through attngen::KvCache.
+TEST(Decode, CppKvCache) {
+    attngen::MultiHeadAttention mha(CppDecodeConfig(ATTNGEN_ROPE_HALF));
+    const MhaTester tester = Model(16, 4).num_kv_heads(2).rope(ATTNGEN_ROPE_HALF);
+    SetCppDecodeWeights(mha, tester);
+    DecodeModel model(tester);
+    const std::vector<float> seq = model.Tokens(3, 9);
+    attngen::KvCache cache(mha, 1, 4);
+    DecodeCppSteps(cache, model, seq, "C++ step");
     EXPECT_THROW(cache.append({seq.data(), {1, 2, 16}}, {seq.data(), {1, 2, 16}}),
                  attngen::Error);  // past max_len
 }
@@ -226,32 +242,19 @@ TEST(Decode, CppKvCache) {
 // A KvCache holds the handle, which moves with its MultiHeadAttention: moving the module (a
 // vector of layers that grows) leaves the cache working, and a cache moves by assignment too.
 TEST(Decode, CppKvCacheSurvivesMoves) {
-    attngen::MhaConfig config;
-    config.d_model = 16;
-    config.num_heads = 4;
-    config.num_kv_heads = 2;
     std::vector<attngen::MultiHeadAttention> layers;
-    layers.emplace_back(config);
-    MhaTester tester = Model(16, 4).num_kv_heads(2);
-    const MhaTester::Model m = tester.MakeModel();
-    layers[0].set_weights({m.wq.data(), {16, 16}}, {m.wk.data(), {8, 16}}, {m.wv.data(), {8, 16}},
-                          {m.wo.data(), {16, 16}}, {m.bq.data(), {16}}, {m.bk.data(), {8}},
-                          {m.bv.data(), {8}}, {m.bo.data(), {16}});
+    layers.emplace_back(CppDecodeConfig(ATTNGEN_ROPE_NONE));
+    const MhaTester tester = Model(16, 4).num_kv_heads(2);
+    SetCppDecodeWeights(layers[0], tester);
     DecodeModel model(tester);
-    const std::vector<float> seq = model.Tokens(3, 11);
-    const DecodeModel::Expected want = model.SelfAttention(seq);
     attngen::KvCache first(layers[0], 1, 4);
-    for (int grow = 0; grow < 8; ++grow) layers.emplace_back(config);  // reallocates
+    for (int grow = 0; grow < 8; ++grow) {
+        layers.emplace_back(CppDecodeConfig(ATTNGEN_ROPE_NONE));  // reallocates
+    }
     attngen::KvCache cache(layers[1], 1, 2);
     cache = std::move(first);
     EXPECT_EQ(first.handle(), nullptr);  // NOLINT(bugprone-use-after-move): checking the move
-    std::vector<float> out(16);
-    for (int t = 0; t < 3; ++t) {
-        cache.append({TokenRows(seq, t, 16), {1, 1, 16}}, {TokenRows(seq, t, 16), {1, 1, 16}});
-        cache.forward({TokenRows(seq, t, 16), {1, 1, 16}}, {out.data(), {1, 1, 16}});
-        model.Check("C++ step after moves", out.data(), 1, want, t);
-    }
-    EXPECT_EQ(cache.lengths(), std::vector<int32_t>{3});
+    DecodeCppSteps(cache, model, model.Tokens(3, 11), "C++ step after moves");
 }
 
 // Different caches of one handle decode concurrently, with the results of running alone.
