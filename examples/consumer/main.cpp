@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,54 @@ bool check_autoscheduled(std::mt19937 &rng) {
                  "mha_h4_d64_li2018 (Li2018) matches, code " + std::to_string(code) +
                      ", max |diff| " + std::to_string(max_difference(out, generic)) + " " +
                      attngen_last_error());
+}
+
+// What attngen_mha_forward refuses by shape, forward() refuses before the kernel runs, with a
+// code and a message, out untouched; MhaWeights throws for what set_weights refuses.
+bool check_refusals(const attngen::specialized::MhaWeights &packed, const std::vector<float> &query,
+                    const std::vector<float> &key, const std::vector<float> &value,
+                    const attngen_mask &plain) {
+    namespace sp = attngen::specialized;
+    constexpr float kUntouched = -7.0f;
+    std::vector<float> out(size_t(kBatch) * kQ * kModel, kUntouched);
+    const auto refused = [&](int code, const std::string &what, const char *word) {
+        const std::string message = attngen_last_error();
+        const bool untouched =
+            std::all_of(out.begin(), out.end(), [](float x) { return x == kUntouched; });
+        return check(code != 0 && message.find(word) != std::string::npos && untouched,
+                     what + ", code " + std::to_string(code) + ": \"" + message + "\"");
+    };
+    bool ok = refused(sp::forward(mha_h4_d16, packed, kBatch, kQ, kKv, nullptr, key.data(),
+                                  value.data(), &plain, out.data()),
+                      "a NULL query is refused", "query");
+    const std::vector<uint8_t> one_item(size_t(kQ) * kKv, 0);
+    attngen_mask three_items = plain;
+    three_items.bool_mask = one_item.data();
+    three_items.bool_mask_batch = 3;
+    ok &= refused(sp::forward(mha_h4_d16, packed, kBatch, kQ, kKv, query.data(), key.data(),
+                              value.data(), &three_items, out.data()),
+                  "a bool_mask of 3 items for a batch of 2 is refused", "bool_mask_batch");
+    const std::vector<int32_t> past_kv_len = {kKv + 1, 7};
+    attngen_mask long_lengths = plain;
+    long_lengths.kv_lengths = past_kv_len.data();
+    ok &= refused(sp::forward(mha_h4_d16, packed, kBatch, kQ, kKv, query.data(), key.data(),
+                              value.data(), &long_lengths, out.data()),
+                  "a kv_lengths entry past kv_len is refused", "kv_lengths");
+    ok &= refused(sp::forward(mha_h4_d16, packed, 0, kQ, kKv, query.data(), key.data(),
+                              value.data(), &plain, out.data()),
+                  "a batch of 0 is refused", "batch");
+    const std::vector<float> zeros(size_t(kModel) * kModel, 0.0f);
+    const float *w = zeros.data();
+    bool threw = false;
+    try {
+        const sp::MhaWeights no_wq(kModel, kHeads, kHeadDim, 0, 0, nullptr, w, w, w);
+    } catch (const std::invalid_argument &) {
+        threw = true;
+    }
+    ok &= check(threw, "MhaWeights refuses a NULL weight");
+    ok &= check(sp::MhaWeights(kModel, kHeads, 0, 0, 0, w, w, w, w).head_dim == kHeadDim,
+                "MhaWeights takes head_dim 0 as d_model / num_heads");
+    return ok;
 }
 
 }  // namespace
@@ -151,6 +200,7 @@ int main() {
     const std::string message = attngen_last_error();
     ok &= check(code != 0 && message.find("this kernel was generated for") != std::string::npos,
                 "a kernel for 4 heads refuses 8: \"" + message + "\"");
+    ok &= check_refusals(packed, query, key, value, plain);
     ok &= check_autoscheduled(rng);
     std::printf("%s\n", ok ? "consumer: all checks passed" : "consumer: FAILED");
     return ok ? 0 : 1;

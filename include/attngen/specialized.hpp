@@ -10,9 +10,14 @@
 //                                            query, key, value, mask, out);
 //
 // The result is 0 or a Halide error code (halide_error_code_t) with attngen_last_error()
-// saying what was wrong, e.g. a num_heads other than the one the kernel was made for.
-// Unlike attngen_mha_forward, nothing is validated up front and out may be partly written
-// when a kernel fails.
+// saying what was wrong, e.g. a num_heads other than the one the kernel was made for. Before
+// the kernel runs, forward() refuses what attngen_mha_forward refuses by shape: NULL tensors,
+// sizes <= 0, mask parts of a count other than 1 or the call's, kv_lengths outside 0..kv_len
+// (halide_error_code_buffer_argument_is_null, halide_error_code_bad_dimensions); MhaWeights
+// throws std::invalid_argument for what attngen_mha_create and set_weights refuse. Unlike
+// attngen_mha_forward, inputs are not scanned for NaN or infinity (the kernels are compiled
+// with fast math: a non-finite input gives unspecified outputs, possibly finite ones), and out
+// may be partly written when a kernel fails.
 #ifndef ATTNGEN_SPECIALIZED_HPP
 #define ATTNGEN_SPECIALIZED_HPP
 
@@ -24,13 +29,18 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace attngen::specialized {
 
 // An MHA module's sizes and weights, packed as the kernels take them. Arguments as for
-// attngen_mha_config and attngen_mha_set_weights (kdim, vdim 0 = d_model; biases NULL or all
-// four given); device: the kernel's (GPU kernels take more padding).
+// attngen_mha_config and attngen_mha_set_weights (kdim, vdim 0 = d_model; head_dim 0 =
+// d_model / num_heads; biases NULL or all four given); device: the kernel's (GPU kernels take
+// more padding). Throws std::invalid_argument for sizes or pointers those refuse.
 // Grouped heads, a separate value head size and rotary positions are not taken here yet: the
 // kernel is called with num_kv_heads = num_heads, v_head_dim = head_dim and no rotation.
 struct MhaWeights {
@@ -43,18 +53,91 @@ struct MhaWeights {
                const float *bo = nullptr, attngen_device device = ATTNGEN_DEVICE_CPU)
         : d_model(d_model_),
           num_heads(num_heads_),
-          head_dim(head_dim_),
+          head_dim(resolved_head_dim(d_model_, num_heads_, head_dim_)),
           kdim(kdim_ ? kdim_ : d_model_),
           vdim(vdim_ ? vdim_ : d_model_) {
+        if (kdim <= 0 || vdim <= 0) throw std::invalid_argument("MhaWeights: kdim or vdim < 0");
+        if (!wq || !wk || !wv || !wo) throw std::invalid_argument("MhaWeights: a weight is NULL");
+        const int biases = (bq != nullptr) + (bk != nullptr) + (bv != nullptr) + (bo != nullptr);
+        if (biases != 0 && biases != 4) {
+            throw std::invalid_argument("MhaWeights: biases are NULL or all four given");
+        }
         const int32_t inner = num_heads * head_dim;
         q.pack(wq, bq, inner, d_model, device);
         k.pack(wk, bk, inner, kdim, device);
         v.pack(wv, bv, inner, vdim, device);
         o.pack(wo, bo, d_model, inner, device);
     }
+
+  private:
+    static int32_t resolved_head_dim(int32_t d_model, int32_t num_heads, int32_t head_dim) {
+        if (d_model <= 0 || num_heads <= 0 || head_dim < 0) {
+            throw std::invalid_argument(
+                "MhaWeights: d_model and num_heads must be positive, "
+                "head_dim not negative");
+        }
+        if (head_dim == 0 && d_model % num_heads != 0) {
+            throw std::invalid_argument(
+                "MhaWeights: d_model is not divisible by num_heads; "
+                "give head_dim");
+        }
+        return head_dim ? head_dim : d_model / num_heads;
+    }
 };
 
 namespace detail {
+
+// What attngen_mha_forward refuses by shape before any kernel runs. A kernel given a NULL tensor
+// would answer only Halide's bounds query (return 0 having computed nothing), and it reads the
+// mask's parts at the extents their counts imply, which it cannot check.
+struct Refusal {
+    int code = 0;  // 0: none
+    std::string why;
+};
+
+inline Refusal check_call(const MhaWeights &w, int32_t batch, int32_t q_len, int32_t kv_len,
+                          const std::vector<std::pair<const void *, const char *>> &tensors,
+                          const attngen_mask *mask) {
+    if (batch <= 0 || q_len <= 0 || kv_len <= 0) {
+        return {halide_error_code_bad_dimensions, "batch, q_len and kv_len must be positive"};
+    }
+    for (const auto &[data, name] : tensors) {
+        if (data == nullptr) {
+            return {halide_error_code_buffer_argument_is_null, std::string(name) + " is NULL"};
+        }
+    }
+    if (mask == nullptr) return {};
+    const auto one_or = [](int32_t count, int32_t full) { return count == 1 || count == full; };
+    // Read as an int: a C caller may have stored any value, which the enum type need not hold.
+    int32_t causal = 0;
+    std::memcpy(&causal, &mask->causal, sizeof causal);
+    if (causal < ATTNGEN_CAUSAL_NONE || causal > ATTNGEN_CAUSAL_BOTTOM_RIGHT) {
+        return {halide_error_code_bad_dimensions, "mask->causal is not an attngen_causal"};
+    }
+    if (mask->bool_mask != nullptr && !one_or(mask->bool_mask_batch, batch)) {
+        return {halide_error_code_bad_dimensions, "mask->bool_mask_batch is neither 1 nor batch"};
+    }
+    if (mask->additive != nullptr &&
+        (!one_or(mask->additive_batch, batch) || !one_or(mask->additive_heads, w.num_heads))) {
+        return {halide_error_code_bad_dimensions,
+                "mask->additive_batch or additive_heads is neither 1 nor batch (num_heads)"};
+    }
+    for (int32_t b = 0; mask->kv_lengths != nullptr && b < batch; ++b) {
+        if (mask->kv_lengths[b] < 0 || mask->kv_lengths[b] > kv_len) {
+            return {halide_error_code_bad_dimensions,
+                    "mask->kv_lengths[" + std::to_string(b) + "] is outside 0..kv_len"};
+        }
+    }
+    return {};
+}
+
+// Reports a refusal as a kernel's failure is reported: its code, the message in
+// attngen_last_error().
+inline int refuse(const char *entry_point, const Refusal &r) {
+    attngen_install_error_handler();
+    halide_error(nullptr, (std::string(entry_point) + ": " + r.why).c_str());
+    return r.code;
+}
 
 // Every argument of a forward kernel but the outputs, as buffers over the caller's memory.
 struct ForwardArguments {
@@ -126,6 +209,10 @@ template <typename Kernel>
 int forward(Kernel kernel, const MhaWeights &w, int32_t batch, int32_t q_len, int32_t kv_len,
             const float *query, const float *key, const float *value, const attngen_mask *mask,
             float *out) {
+    const detail::Refusal r =
+        detail::check_call(w, batch, q_len, kv_len,
+                           {{query, "query"}, {key, "key"}, {value, "value"}, {out, "out"}}, mask);
+    if (r.code != 0) return detail::refuse("attngen::specialized::forward", r);
     detail::ForwardArguments args(w, batch, q_len, kv_len, query, key, value, mask);
     rt::TensorBuffer<float, 2> out_buf = detail::output_rows(out, batch, q_len, w.d_model);
     return args.call(kernel, out_buf.get());
@@ -136,6 +223,11 @@ template <typename Kernel>
 int forward_with_weights(Kernel kernel, const MhaWeights &w, int32_t batch, int32_t q_len,
                          int32_t kv_len, const float *query, const float *key, const float *value,
                          const attngen_mask *mask, float *out, float *weights) {
+    const detail::Refusal r = detail::check_call(
+        w, batch, q_len, kv_len,
+        {{query, "query"}, {key, "key"}, {value, "value"}, {out, "out"}, {weights, "weights"}},
+        mask);
+    if (r.code != 0) return detail::refuse("attngen::specialized::forward_with_weights", r);
     detail::ForwardArguments args(w, batch, q_len, kv_len, query, key, value, mask);
     rt::TensorBuffer<float, 2> out_buf = detail::output_rows(out, batch, q_len, w.d_model);
     rt::TensorBuffer<float, 4> weights_buf(weights, {batch, w.num_heads, q_len, kv_len});
