@@ -1,7 +1,8 @@
 # attngen_add_library(<name>
 #     TARGETS <host | Halide targets of one architecture...>
 #     [HEAD_DIM <n>] [NUM_HEADS <h>] [CAUSAL none|top_left|bottom_right] [WEIGHTS_OUTPUT]
-#     [SCHEDULE default|tuned|Adams2019|Mullapudi2016|Li2018] [TUNED_FILE <file.json>])
+#     [SCHEDULE default|tuned|Mullapudi2016|Li2018|Anderson2021|Adams2019]
+#     [TUNED_FILE <file.json>])
 #
 # Generates, at build time, a fused MHA forward kernel with the given sizes fixed, using the
 # installed attngen generator. Gives the static library target <name> (link it) and the header
@@ -20,6 +21,10 @@ function(attngen_add_library NAME)
     set(where "attngen_add_library(${NAME})")
     if (ARG_UNPARSED_ARGUMENTS)
         message(FATAL_ERROR "${where}: unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
+    endif ()
+    # A keyword given an empty value (HEAD_DIM ${UNSET}) would quietly build the generic kernel.
+    if (ARG_KEYWORDS_MISSING_VALUES)
+        message(FATAL_ERROR "${where}: no value given for ${ARG_KEYWORDS_MISSING_VALUES}")
     endif ()
     if (NOT ARG_TARGETS)
         message(FATAL_ERROR "${where}: TARGETS is required (host, or Halide targets)")
@@ -99,6 +104,9 @@ function(attngen_add_library NAME)
         if (NOT ARG_TUNED_FILE)
             message(FATAL_ERROR "${where}: SCHEDULE tuned needs TUNED_FILE")
         endif ()
+        # Relative to the calling CMakeLists.txt, as a source file is.
+        get_filename_component(ARG_TUNED_FILE "${ARG_TUNED_FILE}" ABSOLUTE
+                               BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
         attngen_read_tuned_params(tuned "${ARG_TUNED_FILE}")
         list(APPEND params ${tuned})
     elseif (ARG_SCHEDULE MATCHES "^(Adams2019|Mullapudi2016|Li2018|Anderson2021)$")
@@ -116,8 +124,8 @@ function(attngen_add_library NAME)
                        "tokens; much smaller calls may be refused with a bounds error")
         list(APPEND params "autoscheduler=${ARG_SCHEDULE}")
     elseif (NOT ARG_SCHEDULE STREQUAL "default")
-        message(FATAL_ERROR "${where}: SCHEDULE must be default, tuned, Adams2019, "
-                            "Mullapudi2016 or Li2018, got '${ARG_SCHEDULE}'")
+        message(FATAL_ERROR "${where}: SCHEDULE must be default, tuned, Mullapudi2016, Li2018, "
+                            "Anderson2021 or Adams2019, got '${ARG_SCHEDULE}'")
     endif ()
     if (ARG_TUNED_FILE AND NOT ARG_SCHEDULE STREQUAL "tuned")
         message(FATAL_ERROR "${where}: TUNED_FILE is only read with SCHEDULE tuned")
@@ -139,6 +147,8 @@ function(attngen_add_library NAME)
     set_target_properties(${NAME} PROPERTIES
         IMPORTED_LOCATION "${dir}/${NAME}.a"
         INTERFACE_INCLUDE_DIRECTORIES "${dir};${attngen_INCLUDE_DIR}/attngen/halide"
-        INTERFACE_LINK_LIBRARIES "${runtime}")
+        INTERFACE_LINK_LIBRARIES "${runtime}"
+        # attngen/specialized.hpp and the detail headers it includes are C++17.
+        INTERFACE_COMPILE_FEATURES cxx_std_17)
     add_dependencies(${NAME} ${NAME}.generate)
 endfunction()

@@ -40,6 +40,30 @@ expect_configure_failure 'not json' "is malformed"
 expect_configure_failure '{"params": {"gemm_rowz": 4}}' 'gemm_rowz'
 expect_configure_failure '{"params": {"gemm_rows": -4}}' 'non-negative'
 
+# attngen_add_library's own arguments, configure only: a keyword given no value is refused (it
+# would have built the generic kernel), and a relative TUNED_FILE is found beside the
+# CMakeLists.txt that names it.
+mkdir -p "$work/args"
+echo '{"params": {"query_block": 16}}' >"$work/args/knobs.json"
+configure_args_project() {  # <arguments of attngen_add_library>
+    printf 'cmake_minimum_required(VERSION 3.25)\nproject(args LANGUAGES CXX)\n%s\n%s\n' \
+        'find_package(attngen 0.2 REQUIRED)' "attngen_add_library(k TARGETS host $1)" \
+        >"$work/args/CMakeLists.txt"
+    rm -rf "$work/args/build"
+    "$cmake" -G "$generator" -S "$work/args" -B "$work/args/build" -Dattngen_DIR="$package" \
+        >"$work/args.log" 2>&1
+}
+if configure_args_project 'HEAD_DIM ${UNSET_VARIABLE} NUM_HEADS 4'; then
+    echo "FAIL: attngen_add_library accepted HEAD_DIM without a value"; exit 1
+fi
+grep -q "no value given for HEAD_DIM" "$work/args.log" ||
+    { echo "FAIL: no message naming HEAD_DIM:"; cat "$work/args.log"; exit 1; }
+echo "ok  : HEAD_DIM without a value rejected"
+configure_args_project 'HEAD_DIM 16 SCHEDULE tuned TUNED_FILE knobs.json' ||
+    { echo "FAIL: a TUNED_FILE relative to its CMakeLists.txt was not found:"
+      cat "$work/args.log"; exit 1; }
+echo "ok  : a relative TUNED_FILE is read beside its CMakeLists.txt"
+
 if [ -e "$work/install/lib/attngen/aarch64-linux-gnu/libattngen.a" ]; then
     echo "== aarch64 (qemu)"
     "$cmake" -G "$generator" -S "$source/examples/consumer" -B "$work/aarch64" \
