@@ -124,7 +124,7 @@ TEST(Limits, CreateRefusesHeadSizesBeyondTheKernels) {
 // A KV cache is sized in the elements it stores: keys of 65568 positions of a 8192-wide head
 // are 2^31 + 2^20 bytes in float32, refused, and 1 GiB in bfloat16 or float16, which a kernel
 // can address (they had been counted at 4 bytes each in every precision).
-TEST(Limits, HalfPrecisionCacheHoldsTwiceTheFloat32Positions) {
+TEST(Limits, HalfPrecisionCacheIsSizedByItsElements) {
     const auto create = [](attngen_precision p, int32_t max_batch) {
         attngen_mha_config config{};
         config.d_model = 64;
@@ -144,7 +144,7 @@ TEST(Limits, HalfPrecisionCacheHoldsTwiceTheFloat32Positions) {
     };
     EXPECT_TRUE(RefusedWithMessage(create(ATTNGEN_PRECISION_F32, 1), {kShape}));
     EXPECT_EQ(create(ATTNGEN_PRECISION_BF16, 1), ATTNGEN_OK) << attngen_last_error();
-    // Twice the positions pass the limit again; float16's are as large as bfloat16's (not
+    // Twice the items pass the limit again; float16's elements are as large as bfloat16's (not
     // allocated here: a second GiB).
     EXPECT_TRUE(RefusedWithMessage(create(ATTNGEN_PRECISION_BF16, 2), {kShape}));
     EXPECT_TRUE(RefusedWithMessage(create(ATTNGEN_PRECISION_F16, 2), {kShape}));

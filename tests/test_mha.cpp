@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <attngen/attngen.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -492,14 +493,19 @@ TEST(MhaCpp, MaskPartsOfTheWrongShapeThrowShapeBeforeWriting) {
         }
         EXPECT_TRUE(Untouched("out", out));
     }
-    // Parts of 1 where they broadcast are taken.
-    attngen::Mask mask;
-    mask.kv_lengths = {lengths.data(), {2}};
-    mask.bool_mask = {bools.data(), {1, 3, 4}};
-    mask.additive = {additive.data(), {1, 2, 3, 4}};
-    mha.forward({q.data(), {2, 3, 8}}, {kv.data(), {2, 4, 8}}, {kv.data(), {2, 4, 8}},
-                {out.data(), {2, 3, 8}}, mask);
-    EXPECT_FALSE(Untouched("out", out));
+    // Parts of 1 where they broadcast are taken: batch for both masks, heads for the additive.
+    for (const std::vector<int64_t> &additive_shape :
+         {std::vector<int64_t>{1, 2, 3, 4}, {2, 1, 3, 4}, {1, 1, 3, 4}}) {
+        SCOPED_TRACE(::testing::PrintToString(additive_shape));
+        attngen::Mask mask;
+        mask.kv_lengths = {lengths.data(), {2}};
+        mask.bool_mask = {bools.data(), {1, 3, 4}};
+        mask.additive = {additive.data(), additive_shape};
+        std::fill(out.begin(), out.end(), kSentinel);
+        mha.forward({q.data(), {2, 3, 8}}, {kv.data(), {2, 4, 8}}, {kv.data(), {2, 4, 8}},
+                    {out.data(), {2, 3, 8}}, mask);
+        EXPECT_FALSE(Untouched("out", out));
+    }
 }
 
 TEST(MhaCpp, MoveTransfersTheHandle) {

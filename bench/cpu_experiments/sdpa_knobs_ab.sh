@@ -26,7 +26,12 @@ print(" ".join(f"{k}={v}" for k, v in sorted(p.items())))' \
     list="$list{\"$name\", sdpa_$name},"
 done
 echo "#define ATTNGEN_VARIANTS $list" >> "$out/variants.h"
-halide_include=$(dirname "$(find "$root/.venv" -name HalideRuntime.h | head -1)")
+runtime_header=$(find "$root/.venv" -name HalideRuntime.h | head -1)
+if [ -z "$runtime_header" ]; then
+    echo "no HalideRuntime.h under $root/.venv (run scripts/setup.sh)" >&2
+    exit 1
+fi
+halide_include=$(dirname "$runtime_header")
 g++ -O2 -std=c++17 -I"$out" -I"$root/include" -I"$root/runtime" -I"$root/generators" \
     -I"$halide_include" "$root/bench/cpu_experiments/sdpa_knobs_ab.cpp" "$out"/sdpa_*.o \
     "$root/build/runtime/libattngen.a" -lpthread -ldl -o "$out/sdpa_knobs_ab"

@@ -113,6 +113,10 @@ bool check_refusals(const attngen::specialized::MhaWeights &packed, const std::v
     ok &= refused(sp::forward(mha_h4_d16, packed, 0, kQ, kKv, query.data(), key.data(),
                               value.data(), &plain, out.data()),
                   "a batch of 0 is refused", "batch");
+    // 2^31 / (4 bytes x 64 features) rows: a query past what a kernel indexes (never read).
+    ok &= refused(sp::forward(mha_h4_d16, packed, 1, 1 << 23, kKv, query.data(), key.data(),
+                              value.data(), nullptr, out.data()),
+                  "a query of 2^23 rows of 64 floats is refused", "2^31");
     const std::vector<float> zeros(size_t(kModel) * kModel, 0.0f);
     const float *w = zeros.data();
     bool threw = false;
@@ -122,6 +126,13 @@ bool check_refusals(const attngen::specialized::MhaWeights &packed, const std::v
         threw = true;
     }
     ok &= check(threw, "MhaWeights refuses a NULL weight");
+    threw = false;
+    try {
+        const sp::MhaWeights huge(kModel, 1 << 17, 1, 0, 0, w, w, w, w);
+    } catch (const std::invalid_argument &) {
+        threw = true;
+    }
+    ok &= check(threw, "MhaWeights refuses 2^17 heads");
     ok &= check(sp::MhaWeights(kModel, kHeads, 0, 0, 0, w, w, w, w).head_dim == kHeadDim,
                 "MhaWeights takes head_dim 0 as d_model / num_heads");
     return ok;

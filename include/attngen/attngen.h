@@ -107,11 +107,12 @@ typedef struct attngen_mha attngen_mha; /* opaque */
 
 /* ATTNGEN_ERROR_INVALID_ARGUMENT for a NULL pointer, a non-positive d_model or num_heads, a
  * negative size, an unknown enum value, an odd rotary_dim (the head_dim default included) with
- * rope, or a rope_theta that is not 0 or above 1; ATTNGEN_ERROR_SHAPE when d_model % num_heads
- * != 0 without head_dim, num_kv_heads does not divide num_heads, rotary_dim > head_dim, a head
- * count or per-head size exceeds 65536, or a GPU API cannot run the head sizes (CUDA: above
- * 128); ATTNGEN_ERROR_UNSUPPORTED for a device this build has no kernels for;
- * ATTNGEN_ERROR_DEVICE when the device or its driver is missing. */
+ * rope, or a rope_theta that is neither 0 nor a finite number above 1; ATTNGEN_ERROR_SHAPE when
+ * d_model % num_heads != 0 without head_dim, num_kv_heads does not divide num_heads,
+ * rotary_dim > head_dim, a head count or per-head size exceeds 65536, a GPU API cannot run the
+ * head sizes (CUDA: above 128), or a weight matrix would pass the 2^31 - 1 bytes a kernel can
+ * address; ATTNGEN_ERROR_UNSUPPORTED for a device this build has no kernels for;
+ * ATTNGEN_ERROR_DEVICE when the device or its driver is missing; ATTNGEN_ERROR_OUT_OF_MEMORY. */
 ATTNGEN_API attngen_status attngen_mha_create(const attngen_mha_config *config, attngen_mha **out);
 ATTNGEN_API void attngen_mha_destroy(attngen_mha *m); /* NULL is fine */
 
@@ -287,9 +288,9 @@ ATTNGEN_API attngen_status attngen_kv_cache_append(attngen_mha *m, attngen_kv_ca
  * ATTNGEN_CAUSAL_BOTTOM_RIGHT: query i sees positions <= n_b - q_len + i (the rows just
  * appended and all before them); another causal value: ATTNGEN_ERROR_INVALID_ARGUMENT, as is a
  * query that is not finite (the cache's rule, unlike attngen_mha_forward's). Query i's rotary
- * position is n_b - q_len + i. An item with
- * nothing visible gives the output bias. Nothing is written on error. One call at a time per
- * cache; forwards on different caches may run concurrently.
+ * position is n_b - q_len + i. An item with nothing visible gives the output bias. Nothing is
+ * written on error. One call at a time per cache; forwards on different caches may run
+ * concurrently.
  * One decoding step of self-attention for token rows x [batch, 1, d_model]:
  *   attngen_kv_cache_append(m, c, batch, items, 1, x, x);
  *   attngen_mha_forward_cached(m, c, batch, items, 1, x, ATTNGEN_CAUSAL_BOTTOM_RIGHT, out);

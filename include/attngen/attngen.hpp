@@ -249,7 +249,8 @@ class MultiHeadAttention {
 // The projected (and rotated) keys and values of up to max_batch sequences ("items") of up to
 // max_len positions, bound to the handle of the MultiHeadAttention it was made from. The handle
 // moves with that object: the cache keeps working after the MultiHeadAttention is moved (into a
-// vector that grows, say), and whichever object holds the handle must outlive the cache.
+// vector that grows, say). Destroying the object that holds the handle, or assigning another
+// MultiHeadAttention over it, destroys the handle: its caches must be gone by then.
 // One call at a time per cache; different caches may be used concurrently. Movable.
 class KvCache {
   public:

@@ -12,9 +12,10 @@
 // The result is 0 or a Halide error code (halide_error_code_t) with attngen_last_error()
 // saying what was wrong, e.g. a num_heads other than the one the kernel was made for. Before
 // the kernel runs, forward() refuses what attngen_mha_forward refuses by shape: NULL tensors,
-// sizes <= 0, mask parts of a count other than 1 or the call's, kv_lengths outside 0..kv_len
-// (halide_error_code_buffer_argument_is_null, halide_error_code_bad_dimensions); MhaWeights
-// throws std::invalid_argument for what attngen_mha_create and set_weights refuse. Unlike
+// sizes <= 0, mask parts of a count other than 1 or the call's, kv_lengths outside 0..kv_len,
+// a tensor past the 2^31 - 1 bytes a kernel indexes (halide_error_code_buffer_argument_is_null,
+// _bad_dimensions, _buffer_extents_too_large); MhaWeights throws std::invalid_argument for
+// what attngen_mha_create and set_weights refuse (sizes, NULL weights, mixed biases). Unlike
 // attngen_mha_forward, inputs are not scanned for NaN or infinity (the kernels are compiled
 // with fast math: a non-finite input gives unspecified outputs, possibly finite ones), and out
 // may be partly written when a kernel fails.
@@ -27,6 +28,8 @@
 #include <attngen/detail/packed_projection.h>
 #include <attngen/detail/tensor_buffer.h>
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -57,6 +60,20 @@ struct MhaWeights {
           kdim(kdim_ ? kdim_ : d_model_),
           vdim(vdim_ ? vdim_ : d_model_) {
         if (kdim <= 0 || vdim <= 0) throw std::invalid_argument("MhaWeights: kdim or vdim < 0");
+        // attngen_mha_create's limits: what a kernel can index.
+        constexpr int64_t kMaxPerHead = 1 << 16, kMaxBytes = INT32_MAX;
+        if (num_heads > kMaxPerHead || head_dim > kMaxPerHead) {
+            throw std::invalid_argument("MhaWeights: num_heads and head_dim are at most 65536");
+        }
+        const int64_t padded =
+            int64_t(num_heads) * head_dim + kWeightPadding + kGpuExtraWeightPadding;
+        for (int64_t features : {int64_t(d_model), int64_t(kdim), int64_t(vdim)}) {
+            if (padded * features * int64_t(sizeof(float)) > kMaxBytes) {
+                throw std::invalid_argument(
+                    "MhaWeights: a weight matrix passes the 2^31 - 1 "
+                    "bytes a kernel can address");
+            }
+        }
         if (!wq || !wk || !wv || !wo) throw std::invalid_argument("MhaWeights: a weight is NULL");
         const int biases = (bq != nullptr) + (bk != nullptr) + (bv != nullptr) + (bo != nullptr);
         if (biases != 0 && biases != 4) {
@@ -97,9 +114,27 @@ struct Refusal {
 
 inline Refusal check_call(const MhaWeights &w, int32_t batch, int32_t q_len, int32_t kv_len,
                           const std::vector<std::pair<const void *, const char *>> &tensors,
-                          const attngen_mask *mask) {
+                          const attngen_mask *mask, bool weights_output) {
     if (batch <= 0 || q_len <= 0 || kv_len <= 0) {
         return {halide_error_code_bad_dimensions, "batch, q_len and kv_len must be positive"};
+    }
+    // Every tensor within what a kernel can index, as attngen_mha_forward requires.
+    const int64_t rows_q = int64_t(batch) * q_len, rows_kv = int64_t(batch) * kv_len;
+    const int64_t keys = int64_t(q_len) * kv_len;
+    std::vector<int64_t> bytes = {rows_q * w.d_model * 4, rows_kv * w.kdim * 4,
+                                  rows_kv * w.vdim * 4};
+    if (weights_output) bytes.push_back(int64_t(batch) * w.num_heads * keys * 4);
+    if (mask != nullptr && mask->bool_mask != nullptr) {
+        bytes.push_back(int64_t(mask->bool_mask_batch) * keys);
+    }
+    if (mask != nullptr && mask->additive != nullptr) {
+        bytes.push_back(int64_t(mask->additive_batch) * mask->additive_heads * keys * 4);
+    }
+    for (int64_t b : bytes) {
+        if (b > INT32_MAX) {
+            return {halide_error_code_buffer_extents_too_large,
+                    "a tensor of the call passes the 2^31 - 1 bytes a kernel can address"};
+        }
     }
     for (const auto &[data, name] : tensors) {
         if (data == nullptr) {
@@ -209,9 +244,9 @@ template <typename Kernel>
 int forward(Kernel kernel, const MhaWeights &w, int32_t batch, int32_t q_len, int32_t kv_len,
             const float *query, const float *key, const float *value, const attngen_mask *mask,
             float *out) {
-    const detail::Refusal r =
-        detail::check_call(w, batch, q_len, kv_len,
-                           {{query, "query"}, {key, "key"}, {value, "value"}, {out, "out"}}, mask);
+    const detail::Refusal r = detail::check_call(
+        w, batch, q_len, kv_len, {{query, "query"}, {key, "key"}, {value, "value"}, {out, "out"}},
+        mask, false);
     if (r.code != 0) return detail::refuse("attngen::specialized::forward", r);
     detail::ForwardArguments args(w, batch, q_len, kv_len, query, key, value, mask);
     rt::TensorBuffer<float, 2> out_buf = detail::output_rows(out, batch, q_len, w.d_model);
@@ -226,7 +261,7 @@ int forward_with_weights(Kernel kernel, const MhaWeights &w, int32_t batch, int3
     const detail::Refusal r = detail::check_call(
         w, batch, q_len, kv_len,
         {{query, "query"}, {key, "key"}, {value, "value"}, {out, "out"}, {weights, "weights"}},
-        mask);
+        mask, true);
     if (r.code != 0) return detail::refuse("attngen::specialized::forward_with_weights", r);
     detail::ForwardArguments args(w, batch, q_len, kv_len, query, key, value, mask);
     rt::TensorBuffer<float, 2> out_buf = detail::output_rows(out, batch, q_len, w.d_model);
