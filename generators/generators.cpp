@@ -399,8 +399,8 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
     // causal, leaves them to run time. A fixed size is a constant in the algorithm, so loops
     // over it have constant extents; its Input keeps its place in the signature and a call
     // that passes another value fails with a message.
-    GeneratorParam<int> fixed_num_heads{"fixed_num_heads", 0, 0, 1 << 16};
-    GeneratorParam<int> fixed_head_dim{"fixed_head_dim", 0, 0, 1 << 16};
+    GeneratorParam<int> fixed_num_heads{"fixed_num_heads", 0, 0, kMaxPerHead};
+    GeneratorParam<int> fixed_head_dim{"fixed_head_dim", 0, 0, kMaxPerHead};
     GeneratorParam<int> fixed_causal{"fixed_causal", -1, -1, 2};
     GeneratorParam<Precision> precision{"precision", Precision::F32, kPrecisionNames};
 
@@ -413,12 +413,12 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
     Input<Buffer<void, 3>> wq_t{"wq_t"}, wk_t{"wk_t"}, wv_t{"wv_t"};
     Input<Buffer<void, 3>> wo_t{"wo_t"};
     Input<Buffer<float, 1>> bq{"bq"}, bk{"bk"}, bv{"bv"}, bo{"bo"};
-    Input<int> num_heads{"num_heads", 1, 1, 1 << 16};
-    Input<int> head_dim{"head_dim", 64, 1, 1 << 16};
-    Input<int> num_kv_heads{"num_kv_heads", 1, 1, 1 << 16};  // divides num_heads
-    Input<int> v_head_dim{"v_head_dim", 64, 1, 1 << 16};
+    Input<int> num_heads{"num_heads", 1, 1, kMaxPerHead};
+    Input<int> head_dim{"head_dim", 64, 1, kMaxPerHead};
+    Input<int> num_kv_heads{"num_kv_heads", 1, 1, kMaxPerHead};  // divides num_heads
+    Input<int> v_head_dim{"v_head_dim", 64, 1, kMaxPerHead};
     Input<int> rope{"rope", 0, 0, 2};  // attngen_rope
-    Input<int> rotary_dim{"rotary_dim", 64, 0, 1 << 16};
+    Input<int> rotary_dim{"rotary_dim", 64, 0, kMaxPerHead};
     // theta^(-2k / rotary_dim) for k < rotary_dim / 2 (at least one entry), in double.
     Input<Buffer<double, 1>> rope_inv_freq{"rope_inv_freq"};
     Input<float> scale{"scale", 1.0f};
@@ -622,10 +622,10 @@ class KvProjectGenerator : public AttngenGenerator<KvProjectGenerator> {
     Input<Buffer<float, 3>> value{"value"};             // (vdim, len, batch)
     Input<Buffer<void, 3>> wk_t{"wk_t"}, wv_t{"wv_t"};  // padded, as the fused forward's
     Input<Buffer<float, 1>> bk{"bk"}, bv{"bv"};
-    Input<int> head_dim{"head_dim", 64, 1, 1 << 16};
-    Input<int> v_head_dim{"v_head_dim", 64, 1, 1 << 16};
+    Input<int> head_dim{"head_dim", 64, 1, kMaxPerHead};
+    Input<int> v_head_dim{"v_head_dim", 64, 1, kMaxPerHead};
     Input<int> rope{"rope", 0, 0, 2};
-    Input<int> rotary_dim{"rotary_dim", 64, 0, 1 << 16};
+    Input<int> rotary_dim{"rotary_dim", 64, 0, kMaxPerHead};
     Input<Buffer<double, 1>> rope_inv_freq{"rope_inv_freq"};
     Input<Buffer<int32_t, 1>> positions{"positions"};  // (batch): the first position of row 0
     // In the precision's type, rounded to nearest: a float16 row beyond its range is infinite,
@@ -808,12 +808,12 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
     Input<Buffer<void, 5>> v_cache{"v_cache"};
     Input<Buffer<int32_t, 1>> items{"items"};      // (batch)
     Input<Buffer<int32_t, 1>> lengths{"lengths"};  // (batch): the positions each item holds
-    Input<int> num_heads{"num_heads", 1, 1, 1 << 16};
-    Input<int> num_kv_heads{"num_kv_heads", 1, 1, 1 << 16};
-    Input<int> head_dim{"head_dim", 64, 1, 1 << 16};
-    Input<int> v_head_dim{"v_head_dim", 64, 1, 1 << 16};
+    Input<int> num_heads{"num_heads", 1, 1, kMaxPerHead};
+    Input<int> num_kv_heads{"num_kv_heads", 1, 1, kMaxPerHead};
+    Input<int> head_dim{"head_dim", 64, 1, kMaxPerHead};
+    Input<int> v_head_dim{"v_head_dim", 64, 1, kMaxPerHead};
     Input<int> rope{"rope", 0, 0, 2};
-    Input<int> rotary_dim{"rotary_dim", 64, 0, 1 << 16};
+    Input<int> rotary_dim{"rotary_dim", 64, 0, kMaxPerHead};
     Input<Buffer<double, 1>> rope_inv_freq{"rope_inv_freq"};
     Input<float> scale{"scale", 1.0f};
     Input<int> causal{"causal", 0, 0, 2};

@@ -5,6 +5,10 @@
 
 namespace attngen {
 
+// The kernels take at most this many heads, and features per head (the bounds of their Inputs);
+// attngen_mha_create and attngen/specialized.hpp refuse more.
+constexpr int kMaxPerHead = 1 << 16;
+
 // The kernels take projection weights transposed, with out zero-padded to a multiple of this
 // many features and stored in panels of that many outputs (weight_panel_columns below), and
 // biases zero-padded likewise. The padding lets a register tile of the projection run past the last

@@ -19,10 +19,8 @@ attngen_status require_zero_or_positive(int32_t value, const char *name) {
         std::string(name) + " must be 0 (the default) or positive, got " + std::to_string(value));
 }
 
-// The kernels take at most this many heads, and features per head (their Inputs' bounds in
-// generators/generators.cpp). A larger head_dim passed the weights' size checks when d_model was
+// kMaxPerHead (layout.h): a larger head_dim passed the weights' size checks when d_model was
 // small, and its rotary table alone could take gigabytes (found by the fuzzer).
-constexpr int32_t kMaxPerHead = 1 << 16;
 
 attngen_status require_at_most_per_head(int32_t value, const char *name) {
     if (value <= kMaxPerHead) return ATTNGEN_OK;

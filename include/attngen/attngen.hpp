@@ -77,10 +77,8 @@ void expect_mask_shape(const TensorView<T> &t, const char *name, std::vector<int
     if (t.shape() != allowed) {
         throw Error(ATTNGEN_ERROR_SHAPE,
                     std::string(name) + ": expected shape " + shape_string(expected) +
-                        (broadcast > 0 ? " (or 1 in the first " + std::to_string(broadcast) +
-                                             " dimension" + (broadcast > 1 ? "s" : "") + ")"
-                                       : std::string()) +
-                        ", got " + shape_string(t.shape()));
+                        " (or 1 in the first " + std::to_string(broadcast) + " dimension" +
+                        (broadcast > 1 ? "s" : "") + ")" + ", got " + shape_string(t.shape()));
     }
 }
 
@@ -105,7 +103,7 @@ struct Mask {
     // The C mask, every part given checked against the call's sizes first
     // (ATTNGEN_ERROR_SHAPE): the C API cannot see the parts' extents.
     attngen_mask to_c(int32_t batch, int32_t heads, int32_t q_len, int32_t kv_len) const {
-        if (!kv_lengths.empty()) detail::expect_mask_shape(kv_lengths, "kv_lengths", {batch}, 0);
+        if (!kv_lengths.empty()) detail::expect_shape(kv_lengths, "kv_lengths", {batch});
         if (!bool_mask.empty()) {
             detail::expect_mask_shape(bool_mask, "bool_mask", {batch, q_len, kv_len}, 1);
         }

@@ -61,7 +61,7 @@ struct MhaWeights {
           vdim(vdim_ ? vdim_ : d_model_) {
         if (kdim <= 0 || vdim <= 0) throw std::invalid_argument("MhaWeights: kdim or vdim < 0");
         // attngen_mha_create's limits: what a kernel can index.
-        constexpr int64_t kMaxPerHead = 1 << 16, kMaxBytes = INT32_MAX;
+        constexpr int64_t kMaxBytes = INT32_MAX;
         if (num_heads > kMaxPerHead || head_dim > kMaxPerHead) {
             throw std::invalid_argument("MhaWeights: num_heads and head_dim are at most 65536");
         }
