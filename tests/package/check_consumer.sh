@@ -1,15 +1,32 @@
 #!/usr/bin/env bash
 # Installs the build tree into a temporary prefix, then builds examples/consumer (a separate
 # project: find_package(attngen) + attngen_add_library) against it and runs it: for the host
-# natively and, when the install has the aarch64 library, for aarch64 under qemu-aarch64.
+# natively and, when the install has the aarch64 library, for aarch64 under qemu-aarch64. A
+# self-contained install (ATTNGEN_INSTALL_HALIDE) is moved to another directory first: its
+# generator must load the libHalide installed beside it, not the build's.
 # usage: check_consumer.sh <build dir> <source dir> <cmake> <generator>
+#                          <self-contained | uses-build-halide>
 set -euo pipefail
-build=$1 source=$2 cmake=$3 generator=$4
+build=$1 source=$2 cmake=$3 generator=$4 kind=$5
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 "$cmake" --install "$build" --prefix "$work/install" >/dev/null
-package="$work/install/lib/cmake/attngen"
+prefix="$work/install"
+if [ "$kind" = self-contained ]; then
+    echo "== the install moved: it carries its own Halide"
+    mv "$work/install" "$work/moved"
+    prefix="$work/moved"
+    for lib in libHalide.so libautoschedule_li2018.so HALIDE_LICENSE.txt; do
+        [ -e "$prefix/libexec/attngen/$lib" ] ||
+            { echo "FAIL: the install has no libexec/attngen/$lib"; exit 1; }
+    done
+    halide=$(ldd "$prefix/libexec/attngen/attngen_generators" | awk '/libHalide/ {print $3}')
+    [ "$halide" = "$prefix/libexec/attngen/libHalide.so" ] ||
+        { echo "FAIL: the moved generator loads libHalide from '$halide'"; exit 1; }
+    echo "ok  : the moved generator loads $halide"
+fi
+package="$prefix/lib/cmake/attngen"
 
 echo "== host"
 "$cmake" -G "$generator" -S "$source/examples/consumer" -B "$work/host" \
@@ -64,7 +81,7 @@ configure_args_project 'HEAD_DIM 16 SCHEDULE tuned TUNED_FILE knobs.json' ||
       cat "$work/args.log"; exit 1; }
 echo "ok  : a relative TUNED_FILE is read beside its CMakeLists.txt"
 
-if [ -e "$work/install/lib/attngen/aarch64-linux-gnu/libattngen.a" ]; then
+if [ -e "$prefix/lib/attngen/aarch64-linux-gnu/libattngen.a" ]; then
     echo "== aarch64 (qemu)"
     "$cmake" -G "$generator" -S "$source/examples/consumer" -B "$work/aarch64" \
         -DCMAKE_TOOLCHAIN_FILE="$source/cmake/toolchains/aarch64-linux-gnu.cmake" \
