@@ -1,6 +1,7 @@
 #include "evaluate.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -32,12 +34,71 @@ std::string quote(const std::string &s) {
     return q + "'";
 }
 
-// Runs a shell command with a time limit; returns "" or what went wrong (with its output).
-std::string run(const std::string &command, double timeout_seconds, const std::string &log) {
-    const std::string limited = "timeout " + std::to_string(int(std::ceil(timeout_seconds))) +
-                                " sh -c " + quote(command) + " > " + quote(log) + " 2>&1";
-    const int status = std::system(limited.c_str());
-    if (status == 0) return "";
+volatile std::sig_atomic_t stop_signal_received = 0;
+
+enum class Waited { Exited, TimedOut, Stopped };
+
+// Waits for a child until it exits, the time limit passes, or a stop is requested; in the last
+// two cases kills it (its process group with `group`: a shell and what it started) and reaps it.
+// Polls, so that a stop reaches it within a few milliseconds.
+Waited wait_for(pid_t child, double timeout_seconds, bool group, int *status) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_seconds);
+    for (;;) {
+        const pid_t waited = waitpid(child, status, WNOHANG);
+        if (waited == child) return Waited::Exited;
+        const bool stop = stop_signal_received != 0;
+        const bool late = Clock::now() > deadline;
+        if ((waited < 0 && errno != EINTR) || stop || late) {
+            kill(group ? -child : child, SIGKILL);
+            while (waitpid(child, status, 0) < 0 && errno == EINTR) {
+            }
+            return stop ? Waited::Stopped : late ? Waited::TimedOut : Waited::Exited;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+}
+
+// A child that ran out of its limit or was stopped: the error, and whether it was cut short.
+Result unfinished(Waited how, const Toolchain &tools) {
+    Result r;
+    if (how == Waited::Stopped) {
+        r.error = "stopped by signal " + std::to_string(stop_signal_received);
+        r.cut_short = true;
+    } else {
+        r.error = "timed out after " + std::to_string(int(std::ceil(tools.timeout_seconds))) +
+                  " s" + (tools.budget_limited ? " (the end of the budget)" : "");
+        r.cut_short = tools.budget_limited;
+    }
+    return r;
+}
+
+// Runs a shell command in a process group of its own (so that a time limit or a stop ends all
+// of it), its output into `log`; ok, or what went wrong with the start of its output.
+Result run(const std::string &command, const Toolchain &tools, const std::string &log) {
+    Result r;
+    const pid_t child = fork();
+    if (child < 0) {
+        r.error = std::string("fork failed: ") + std::strerror(errno);
+        return r;
+    }
+    if (child == 0) {
+        setpgid(0, 0);
+        const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+        }
+        execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char *>(nullptr));
+        _exit(127);
+    }
+    setpgid(child, child);  // also here: either call may run first
+    int status = 0;
+    const Waited how = wait_for(child, tools.timeout_seconds, true, &status);
+    if (how != Waited::Exited) return unfinished(how, tools);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        r.ok = true;
+        return r;
+    }
     std::string output;
     if (FILE *f = std::fopen(log.c_str(), "r")) {
         char buf[512];
@@ -45,7 +106,10 @@ std::string run(const std::string &command, double timeout_seconds, const std::s
         std::fclose(f);
     }
     for (char &c : output) c = c == '\n' || c == '\t' ? ' ' : c;
-    return "exit status " + std::to_string(status) + ": " + output;
+    r.error = (WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                   : "exit code " + std::to_string(WEXITSTATUS(status))) +
+              ": " + output;
+    return r;
 }
 
 std::vector<float> random_vector(size_t n, std::mt19937 &rng, float bound) {
@@ -154,21 +218,24 @@ void measure_in_child(const std::string &so, const Shape &shape, bool autoschedu
 
 }  // namespace
 
-std::string build(const Toolchain &tools, const Candidate &candidate) {
+std::string plugin_path(const Toolchain &tools, const Candidate &candidate) {
+    std::string lower = candidate.autoscheduler;
+    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+    return tools.plugin_dir + "/libautoschedule_" + lower + ".so";
+}
+
+Result build(const Toolchain &tools, const Candidate &candidate) {
     const std::string dir = tools.work_dir;
     std::string command = quote(tools.generator) + " -g attngen_mha_forward -o " + quote(dir) +
                           " -e object -f candidate";
-    if (!candidate.autoscheduler.empty()) {
-        std::string lower = candidate.autoscheduler;
-        std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-        command += " -p " + quote(tools.plugin_dir + "/libautoschedule_" + lower + ".so");
-    }
+    if (!candidate.autoscheduler.empty()) command += " -p " + quote(plugin_path(tools, candidate));
     command += " target=" + tools.target + "-user_context";
     for (const std::string &p : candidate.generator_params()) command += " " + p;
     command += " && " + quote(tools.compiler) + " -shared -Wl,-Bsymbolic -o " +
                quote(dir + "/candidate.so") + " " + quote(dir + "/candidate.o") + " -lpthread -ldl";
-    const std::string error = run(command, tools.timeout_seconds, dir + "/build.log");
-    return error.empty() ? "" : "build failed: " + error;
+    Result r = run(command, tools, dir + "/build.log");
+    if (!r.ok) r.error = "build failed: " + r.error;
+    return r;
 }
 
 Result measure(const Toolchain &tools, const Candidate &candidate, const Shape &shape) {
@@ -197,25 +264,11 @@ Result measure(const Toolchain &tools, const Candidate &candidate, const Shape &
                          pipe_fds[1]);
     }
     close(pipe_fds[1]);
-    const auto deadline = Clock::now() + std::chrono::duration<double>(tools.timeout_seconds);
     int status = 0;
-    for (;;) {
-        const pid_t waited = waitpid(child, &status, WNOHANG);
-        if (waited == child) break;
-        if (waited < 0 && errno != EINTR) {
-            result.error = std::string("waitpid failed: ") + std::strerror(errno);
-            close(pipe_fds[0]);
-            return result;
-        }
-        if (Clock::now() > deadline) {
-            kill(child, SIGKILL);
-            while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-            }
-            close(pipe_fds[0]);
-            result.error = "timed out";
-            return result;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const Waited how = wait_for(child, tools.timeout_seconds, false, &status);
+    if (how != Waited::Exited) {
+        close(pipe_fds[0]);
+        return unfinished(how, tools);
     }
     char buf[1024] = {};
     const ssize_t n = read(pipe_fds[0], buf, sizeof buf - 1);
@@ -232,6 +285,14 @@ Result measure(const Toolchain &tools, const Candidate &candidate, const Shape &
                            : "exited without a result";
     }
     return result;
+}
+
+void request_stop(int signal) {
+    stop_signal_received = signal;
+}
+
+int stop_signal() {
+    return stop_signal_received;
 }
 
 }  // namespace attngen::autotune

@@ -19,21 +19,36 @@ struct Toolchain {
     std::string target;      // Halide target, e.g. "host"
     std::string work_dir;    // scratch
     double timeout_seconds;  // per candidate, build and run each
+    // The limit above is what is left of the search's budget, less than the candidate's own:
+    // running out of it is the budget's end, not the candidate's fault.
+    bool budget_limited = false;
 };
 
 struct Result {
     bool ok = false;
     double median_ms = 0;
     std::string error;  // why not ok
+    // Stopped by the search's budget or by a signal (request_stop), not by anything the
+    // candidate did: a search does not log it, so that a resumed one measures it again.
+    bool cut_short = false;
 };
 
-// Builds the candidate into work_dir/candidate.so; returns "" or why it failed.
-std::string build(const Toolchain &tools, const Candidate &candidate);
+// Halide's plugin file of the candidate's autoscheduler.
+std::string plugin_path(const Toolchain &tools, const Candidate &candidate);
+
+// Builds the candidate into work_dir/candidate.so; ok, or why it failed.
+Result build(const Toolchain &tools, const Candidate &candidate);
 
 // Loads the last built candidate in a child process, checks it against the float64 reference
 // with the shape's mask (see measure_in_child for the size), then times it on the shape (median of
 // repeated calls, as bench/ does).
 Result measure(const Toolchain &tools, const Candidate &candidate, const Shape &shape);
+
+// Ends the build or measurement in flight (its whole process group) and every later one, each
+// cut short; async-signal-safe, for SIGINT and SIGTERM handlers. stop_signal() is the signal
+// given, 0 before any.
+void request_stop(int signal);
+int stop_signal();
 
 }  // namespace attngen::autotune
 

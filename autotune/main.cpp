@@ -1,29 +1,35 @@
 // attngen-autotune: searches the schedule knobs of the fused MHA forward for one Halide target
 // and a set of shapes, with Halide's autoschedulers as candidates too, and writes the winners
 // to a JSON file the build reads (cmake/AttngenTunedParams.cmake). Every candidate is checked
-// against the float64 reference before its time counts. See README, "Tuning".
+// against the float64 reference before its time counts; every finished measurement is logged
+// (measurement_log.h), so a stopped search resumes. See README, "Tuning".
 //
 //   attngen-autotune --target host --shapes bert-128,tutorial --budget 600
 //                    --out generators/tuned/x86-64-linux.json --seed 1
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 #include <vector>
 
+#include <signal.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "evaluate.h"
+#include "measurement_log.h"
 #include "search_space.h"
 #include "shapes.h"
 
@@ -48,6 +54,7 @@ struct Options {
     size_t random_candidates = 200;
     std::string autoschedulers = "";  // default: by target family (see below)
     std::string tries;                // candidates measured right after the defaults, ';'-separated
+    bool print_candidates = false;    // print the search order and stop
     Toolchain tools{ATTNGEN_GENERATOR_PATH, ATTNGEN_HALIDE_PLUGIN_DIR, "c++", "host", "", 180};
 };
 
@@ -57,6 +64,10 @@ struct Command {
     std::vector<Shape> shapes;
     std::vector<Candidate> tries;
 };
+
+// Halide's autoschedulers, as their plugins (libautoschedule_<lower case>.so) name them.
+const std::vector<std::string> kAutoschedulers = {"Adams2019", "Anderson2021", "Li2018",
+                                                  "Mullapudi2016"};
 
 bool is_gpu_target(const std::string &target) {
     return target.find("cuda") != std::string::npos || target.find("opencl") != std::string::npos;
@@ -112,7 +123,8 @@ Command parse(int argc, char **argv) {
                    "Named shapes of bench/ or B,Lq,Lkv,D,H[,causal], ';'-separated")
         ->type_name("SHAPES")
         ->capture_default_str();
-    app.add_option("--budget", o.budget_seconds, "Hard time limit of the search")
+    app.add_option("--budget", o.budget_seconds,
+                   "Time limit of the search (a candidate it cuts short is not logged)")
         ->check(kPositiveSeconds)
         ->capture_default_str();
     app.add_option("--seed", o.seed, "Seed of the candidate order")
@@ -134,6 +146,8 @@ Command parse(int argc, char **argv) {
         ->capture_default_str();
     app.add_option("--try", o.tries, "Knob settings measured right after the defaults")
         ->type_name("K=V,K=V;...");
+    app.add_flag("--print-candidates", o.print_candidates,
+                 "Print the candidates in search order (one key a line) and stop");
     try {
         app.parse(argc, argv);
         try {
@@ -164,6 +178,16 @@ Command parse(int argc, char **argv) {
     o.tools.target = o.target;
     if (app.count("--autoschedulers") > 0) {
         o.autoschedulers = autoschedulers == "none" ? "" : autoschedulers;
+        for (const std::string &a : split(o.autoschedulers, ',')) {
+            if (std::find(kAutoschedulers.begin(), kAutoschedulers.end(), a) ==
+                kAutoschedulers.end()) {
+                std::fprintf(stderr,
+                             "attngen-autotune: --autoschedulers: unknown autoscheduler '%s' "
+                             "(known: Adams2019, Anderson2021, Li2018, Mullapudi2016, or none)\n",
+                             a.c_str());
+                std::exit(2);
+            }
+        }
     } else {
         o.autoschedulers = is_gpu_target(o.target) ? "Anderson2021,Mullapudi2016,Li2018"
                                                    : "Mullapudi2016,Li2018,Adams2019";
@@ -194,33 +218,7 @@ class ScratchDir {
     fs::path path_;
 };
 
-// The log: one line per measured (shape, candidate), so an interrupted search resumes where it
-// stopped. "shape<TAB>candidate<TAB>ok<TAB>ms" or "shape<TAB>candidate<TAB>error<TAB>why".
-using Log = std::map<std::pair<std::string, std::string>, Result>;
-
-Log read_log(const std::string &path) {
-    Log log;
-    std::ifstream in(path);
-    for (std::string line; std::getline(in, line);) {
-        const std::vector<std::string> f = split(line, '\t');
-        if (f.size() < 3) continue;
-        Result r;
-        r.ok = f[2] == "ok";
-        if (r.ok && f.size() >= 4) r.median_ms = std::stod(f[3]);
-        if (!r.ok && f.size() >= 4) r.error = f[3];
-        log[{f[0], f[1]}] = r;
-    }
-    return log;
-}
-
-void append_log(const std::string &path, const std::string &shape, const std::string &key,
-                const Result &r) {
-    std::ofstream out(path, std::ios::app);
-    out << shape << '\t' << key << '\t' << (r.ok ? "ok" : "error") << '\t'
-        << (r.ok ? std::to_string(r.median_ms) : r.error) << '\n';
-}
-
-void progress(size_t done, size_t total, const std::string &best, double best_ms,
+void progress(size_t done, size_t total, const std::pair<std::string, double> *best,
               double seconds_left) {
     const int width = 30;
     const int filled = total ? int(width * done / total) : width;
@@ -228,7 +226,9 @@ void progress(size_t done, size_t total, const std::string &best, double best_ms
         stderr, "\r[%s%s] %zu/%zu  best %s  %.0f s left   ",
         std::string(size_t(filled), '#').c_str(), std::string(size_t(width - filled), '.').c_str(),
         done, total,
-        best_ms > 0 ? (std::to_string(best_ms).substr(0, 6) + " ms (" + best + ")").c_str() : "-",
+        best != nullptr
+            ? (std::to_string(best->second).substr(0, 6) + " ms (" + best->first + ")").c_str()
+            : "-",
         seconds_left);
     std::fflush(stderr);
 }
@@ -247,56 +247,185 @@ Json json_params(const Candidate &c) {
     return params;
 }
 
+// What stops a search before it starts, or "": a generator that cannot run, a missing
+// autoscheduler plugin, an output that cannot be written. Each would otherwise cost the whole
+// search (the output is written at its end) or log every candidate as a failure.
+std::string environment_problem(const Options &o, const std::vector<Candidate> &order) {
+    if (access(o.tools.generator.c_str(), X_OK) != 0) {
+        return "the generator " + o.tools.generator + " cannot be run (" + std::strerror(errno) +
+               "); --generator names it";
+    }
+    for (const Candidate &c : order) {
+        if (c.autoscheduler.empty()) continue;
+        const std::string plugin = plugin_path(o.tools, c);
+        if (access(plugin.c_str(), R_OK) != 0) {
+            return "the " + c.autoscheduler + " plugin " + plugin + " cannot be read (" +
+                   std::strerror(errno) + ")";
+        }
+    }
+    std::error_code error;
+    if (fs::is_directory(o.out, error)) return "--out " + o.out + " is a directory";
+    const fs::path dir =
+        fs::path(o.out).parent_path().empty() ? fs::path(".") : fs::path(o.out).parent_path();
+    std::string probe = (dir / ".attngen-autotune-XXXXXX").string();
+    const int fd = mkstemp(probe.data());
+    if (fd < 0) return "cannot write in " + dir.string() + " (" + std::strerror(errno) + ")";
+    close(fd);
+    fs::remove(probe, error);
+    require_appendable(o.log);
+    return "";
+}
+
+// Writes text to path through a file beside it renamed over it: a failure part way leaves the
+// previous file whole. Throws std::runtime_error naming the file and the reason.
+void write_replacing(const std::string &path, const std::string &text) {
+    std::string temporary = path + ".tmp-XXXXXX";
+    const int fd = mkstemp(temporary.data());
+    if (fd < 0) {
+        throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+    }
+    size_t written = 0;
+    while (written < text.size()) {
+        const ssize_t n = write(fd, text.data() + written, text.size() - written);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        written += size_t(n);
+    }
+    const int saved = written == text.size() ? 0 : errno;
+    if (close(fd) != 0 || saved != 0 || std::rename(temporary.c_str(), path.c_str()) != 0) {
+        const std::string why = std::strerror(saved != 0 ? saved : errno);
+        std::remove(temporary.c_str());
+        throw std::runtime_error("cannot write " + path + ": " + why);
+    }
+}
+
+// Per entry of the file already at `path` for the same target, the knobs this search does not
+// time (is_searched_knob) with their values, and the entry's `edited` note: kept, so that a
+// rerun does not drop a value measured by hand (decode_split_keys, read by the decode kernels).
+Json previous_entries(const std::string &path, const std::string &target, bool gpu) {
+    Json kept = Json::object();
+    std::ifstream in(path);
+    if (!in) return kept;
+    const Json previous = Json::parse(in, nullptr, false);
+    if (previous.is_discarded() || !previous.is_object() ||
+        previous.value("target", "") != target || !previous.contains("shapes") ||
+        !previous["shapes"].is_object()) {
+        return kept;
+    }
+    for (const auto &[name, entry] : previous["shapes"].items()) {
+        if (!entry.is_object() || !entry.contains("params") || !entry["params"].is_object())
+            continue;
+        Json &k = kept[name] = Json::object();
+        k["params"] = Json::object();
+        for (const auto &[knob, value] : entry["params"].items()) {
+            if (!is_searched_knob(knob, gpu)) k["params"][knob] = value;
+        }
+        for (const char *note : {"edited", "edited_in_previous_file"}) {
+            if (entry.contains(note)) k["edited"] = entry[note];
+        }
+    }
+    return kept;
+}
+
+// The previous file's knobs that this search does not time, added to an entry it writes.
+void keep_unsearched(Json &entry, const Json &previous, const std::string &name) {
+    if (!previous.contains(name)) return;
+    const Json &p = previous[name];
+    Json kept_names = Json::array();
+    for (const auto &[knob, value] : p["params"].items()) {
+        if (entry["params"].contains(knob)) continue;
+        entry["params"][knob] = value;
+        kept_names.push_back(knob);
+    }
+    if (!kept_names.empty()) entry["kept_from_previous_file"] = kept_names;
+    if (p.contains("edited")) entry["edited_in_previous_file"] = p["edited"];
+}
+
 int tune(const Command &command) {
     Options o = command.options;
     const std::vector<Shape> &shapes = command.shapes;
+    const bool gpu = is_gpu_target(o.target);
+    std::vector<Candidate> order =
+        candidates_in_order(o.seed, o.random_candidates, split(o.autoschedulers, ','), gpu);
+    // Knob settings to try first (after the defaults), e.g. the current tuned file's.
+    order.insert(order.begin() + 1, command.tries.begin(), command.tries.end());
+    if (o.print_candidates) {
+        for (const Candidate &c : order) std::printf("%s\n", c.key().c_str());
+        return 0;
+    }
+    if (const std::string problem = environment_problem(o, order); !problem.empty()) {
+        std::fprintf(stderr, "attngen-autotune: %s; nothing was measured\n", problem.c_str());
+        return 1;
+    }
     const ScratchDir work;
     o.tools.work_dir = work.path().string();
 
-    std::vector<Candidate> order = candidates_in_order(
-        o.seed, o.random_candidates, split(o.autoschedulers, ','), is_gpu_target(o.target));
-    // Knob settings to try first (after the defaults), e.g. the current tuned file's.
-    order.insert(order.begin() + 1, command.tries.begin(), command.tries.end());
-    Log log = read_log(o.log);
+    Log log = read_log(o.log, o.target);
     const size_t total = order.size() * shapes.size();
     const auto start = Clock::now();
     const auto seconds_left = [&] {
         return o.budget_seconds - std::chrono::duration<double>(Clock::now() - start).count();
     };
+    const auto out_of_time = [&] { return seconds_left() <= 0 || stop_signal() != 0; };
     size_t done = 0;
     std::map<std::string, std::pair<std::string, double>> best;  // shape -> (key, ms)
     for (const Candidate &c : order) {
+        if (out_of_time()) break;
         const std::string key = c.key();
-        std::string build_error = "?";  // built lazily: resumed entries need no build
+        std::optional<Result> built;  // built lazily: resumed entries need no build
         for (const Shape &s : shapes) {
             auto it = log.find({s.name, key});
             if (it == log.end()) {
-                if (seconds_left() <= 0) break;
+                if (out_of_time()) break;
                 Toolchain tools = o.tools;
-                tools.timeout_seconds =
-                    std::max(5.0, std::min(tools.timeout_seconds, seconds_left()));
-                if (build_error == "?") build_error = build(tools, c);
-                Result r;
-                if (build_error.empty()) {
-                    r = measure(tools, c, s);
-                } else {
-                    r.error = build_error;
+                tools.budget_limited = seconds_left() < tools.timeout_seconds;
+                tools.timeout_seconds = std::min(tools.timeout_seconds, seconds_left());
+                if (!built) built = build(tools, c);
+                const Result r = built->ok ? measure(tools, c, s) : *built;
+                // Cut short by the budget or a signal: measured again when the search resumes.
+                if (r.cut_short) break;
+                if (!r.ok && key == "default") {
+                    // attngen's own schedule builds and runs for every target and shape it
+                    // supports: its failure is the target's or the toolchain's, not a schedule's.
+                    std::fprintf(stderr,
+                                 "\nattngen-autotune: the default schedule failed for --target "
+                                 "%s on %s: %s\nNothing was logged.\n",
+                                 o.target.c_str(), s.name.c_str(), r.error.c_str());
+                    return 1;
                 }
-                append_log(o.log, s.name, key, r);
+                append_log(o.log, o.target, s.name, key, r);
                 it = log.emplace(std::make_pair(s.name, key), r).first;
             }
             ++done;
             const Result &r = it->second;
+            auto b = best.find(s.name);
             if (r.ok && c.autoscheduler.empty() &&
-                (best[s.name].second == 0 || r.median_ms < best[s.name].second)) {
-                best[s.name] = {key, r.median_ms};
+                (b == best.end() || r.median_ms < b->second.second)) {
+                b = best.insert_or_assign(s.name, std::make_pair(key, r.median_ms)).first;
             }
-            progress(done, total, best[s.name].first, best[s.name].second,
+            progress(done, total, b == best.end() ? nullptr : &b->second,
                      std::max(0.0, seconds_left()));
         }
-        if (seconds_left() <= 0) break;
     }
     std::fprintf(stderr, "\n");
+    if (stop_signal() != 0) {
+        std::fprintf(stderr,
+                     "attngen-autotune: stopped by signal %d; %zu of %zu measurements are in %s, "
+                     "%s was not written (the same command resumes)\n",
+                     stop_signal(), done, total, o.log.c_str(), o.out.c_str());
+        return 128 + stop_signal();
+    }
+    for (const Shape &s : shapes) {
+        if (best.count(s.name) == 0) {
+            std::fprintf(stderr,
+                         "attngen-autotune: no schedule of attngen's finished on %s: %zu of %zu "
+                         "measurements within --budget %g s (failures, if any, are in %s); %s "
+                         "was not written\n",
+                         s.name.c_str(), done, total, o.budget_seconds, o.log.c_str(),
+                         o.out.c_str());
+            return 1;
+        }
+    }
 
     // One build serves every shape: with several shapes, it gets the knobs whose times have the
     // least geometric mean over all of them, so no single noisy shape decides.
@@ -322,6 +451,7 @@ int tune(const Command &command) {
 
     // The file the build reads: per shape class, the best knobs (attngen's schedule) and the
     // times of the default and of each autoscheduler, measured in this search.
+    const Json previous = previous_entries(o.out, o.target, gpu);
     Json file = Json::object();
     file["target"] = o.target;
     file["seed"] = o.seed;
@@ -333,6 +463,7 @@ int tune(const Command &command) {
         entry["params"] = json_params(*all_best);
         entry["geomean_ms"] = json_ms(all_best_ms);
         entry["default_geomean_ms"] = json_ms(geomean_ms("default"));
+        keep_unsearched(entry, previous, kAllShapes);
     }
     for (const Shape &s : shapes) {
         const auto find = [&](const std::string &key) -> const Result * {
@@ -341,7 +472,7 @@ int tune(const Command &command) {
         };
         size_t tried = 0;
         for (const Candidate &c : order) tried += find(c.key()) != nullptr;
-        const std::string best_key = best.count(s.name) ? best[s.name].first : "default";
+        const std::string best_key = best.at(s.name).first;
         const Candidate no_knobs;
         const Candidate *best_candidate = &no_knobs;
         for (const Candidate &c : order) {
@@ -356,24 +487,31 @@ int tune(const Command &command) {
         for (const std::string &a : split(o.autoschedulers, ','))
             autoschedulers[a] = json_ms(find(a));
         entry["candidates_measured"] = tried;
+        keep_unsearched(entry, previous, s.name);
     }
-    std::ofstream out(o.out);
     // Names that are not UTF-8 (they come from the command line) are written with U+FFFD.
-    out << file.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';
-    out.close();
-    if (!out) {
-        std::fprintf(stderr, "attngen-autotune: cannot write %s\n", o.out.c_str());
-        return 1;
-    }
+    write_replacing(o.out, file.dump(2, ' ', false, Json::error_handler_t::replace) + '\n');
     std::fprintf(stderr, "attngen-autotune: %zu of %zu measurements done; wrote %s (log %s)\n",
                  done, total, o.out.c_str(), o.log.c_str());
     return 0;
+}
+
+extern "C" void on_stop_signal(int signal) {
+    request_stop(signal);
 }
 
 }  // namespace
 
 int main(int argc, char **argv) {
     const Command command = parse(argc, argv);
+    // Ctrl-C or a kill ends the build or run in flight (its whole process group) and the
+    // search; what was measured stays in the log. (std::system, used before, ignored SIGINT
+    // while a build ran, and a killed search left its generator running.)
+    struct sigaction stop = {};
+    stop.sa_handler = on_stop_signal;
+    sigemptyset(&stop.sa_mask);
+    sigaction(SIGINT, &stop, nullptr);
+    sigaction(SIGTERM, &stop, nullptr);
     try {
         return tune(command);
     } catch (const std::exception &e) {

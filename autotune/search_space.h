@@ -28,6 +28,10 @@ std::vector<Candidate> candidates_in_order(uint32_t seed, size_t random_count,
                                            const std::vector<std::string> &autoschedulers,
                                            bool gpu);
 
+// Whether the tuner searches the knob for a CPU (gpu false) or a GPU target: the knobs of
+// generators/schedule_knobs.h that the fused forward it times reads.
+bool is_searched_knob(const std::string &name, bool gpu);
+
 // A candidate written as its key ("gemm_rows=6,query_block=32"), e.g. from --try. Throws
 // std::invalid_argument naming an unknown knob or a value outside 1..its max.
 Candidate parse_candidate(const std::string &text, bool gpu);
