@@ -35,6 +35,7 @@
 #include "compact_upload.h"
 #include "device.h"
 #include "errors.h"
+#include "finite_scan.h"
 #include "fused_forward_call.h"
 #include "layout.h"
 #include "mask_buffers.h"
@@ -166,16 +167,34 @@ static attngen_status attngen_mha_set_weights_impl(attngen_mha *m, const float *
     } else {
         bq = bk = bv = bo = nullptr;  // documented: ignored without use_bias
     }
+    const struct {
+        const float *pointer;
+        int64_t size;
+        const char *name;
+        bool bias;  // kept in float32 in every precision
+    } stored[] = {{wq, c.inner() * c.d_model, "wq", false},
+                  {wk, c.kv_inner() * c.kdim, "wk", false},
+                  {wv, c.v_inner() * c.vdim, "wv", false},
+                  {wo, c.d_model * c.out_inner(), "wo", false},
+                  {bq, c.inner(), "bq", true},
+                  {bk, c.kv_inner(), "bk", true},
+                  {bv, c.v_inner(), "bv", true},
+                  {bo, c.d_model, "bo", true}};
+    // A NaN or infinite weight makes every output that reads it NaN: it is the model's fault,
+    // not its data's, and refused here (the inputs' NaN reaches only the outputs it touches,
+    // README "Robustness"). Found by a review: a float16 handle took +inf where it refused
+    // 70000, and each later append then blamed its inputs.
+    for (const auto &w : stored) {
+        if (w.pointer == nullptr || all_finite_parallel(w.pointer, size_t(w.size))) continue;
+        size_t at = 0;
+        while (std::isfinite(w.pointer[at])) ++at;
+        return fail(ATTNGEN_ERROR_INVALID_ARGUMENT, std::string(w.name) + "[" + std::to_string(at) +
+                                                        "] = " + std::to_string(w.pointer[at]) +
+                                                        " is not finite; nothing was changed");
+    }
     if (c.precision == ATTNGEN_PRECISION_F16) {
-        const struct {
-            const float *pointer;
-            int64_t size;
-            const char *name;
-        } stored[] = {{wq, c.inner() * c.d_model, "wq"},
-                      {wk, c.kv_inner() * c.kdim, "wk"},
-                      {wv, c.v_inner() * c.vdim, "wv"},
-                      {wo, c.d_model * c.out_inner(), "wo"}};
         for (const auto &w : stored) {
+            if (w.pointer == nullptr || w.bias) continue;
             const int64_t at = first_beyond_float16(w.pointer, size_t(w.size));
             if (at >= 0) {
                 return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,

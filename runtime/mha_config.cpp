@@ -65,7 +65,10 @@ attngen_status resolve_heads_and_positions(const attngen_mha_config &c, Resolved
     r->rotary_dim = c.rotary_dim ? c.rotary_dim : r->head_dim;
     // Its table of rotary_dim / 2 entries is built whether or not the handle rotates.
     ATTNGEN_RETURN_IF_ERROR(require_at_most_per_head(r->rotary_dim, "config.rotary_dim"));
-    if (r->rope != ATTNGEN_ROPE_NONE) {
+    // An explicit rotary_dim is checked with or without rotation (DESIGN.md: "even and <=
+    // head_dim"), so a mistaken one is not silently ignored; the default, head_dim, only where
+    // it rotates (an odd head_dim is fine without rotation).
+    if (r->rope != ATTNGEN_ROPE_NONE || c.rotary_dim != 0) {
         if (r->rotary_dim % 2 != 0) {
             return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
                         "config.rotary_dim must be even (features rotate in pairs), got " +

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <set>
 #include <string>
 #include <thread>
@@ -504,6 +505,46 @@ TEST_F(SetWeightsErrors, NullBiasesAreFineWithoutUseBias) {
         attngen_mha_set_weights(m, w_[0], w_[1], w_[2], w_[3], nullptr, nullptr, nullptr, nullptr),
         ATTNGEN_OK)
         << attngen_last_error();
+}
+
+// NaN and infinity in any weight or bias, in every precision (float16 had refused 70000 but taken
+// +inf): refused with the tensor and element named, and the handle keeps its weights. The last
+// element too, where a scan's tail would miss it.
+TEST_F(SetWeightsErrors, NonFiniteWeightOrBiasIsRefusedInEveryPrecision) {
+    const char *names[] = {"wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"};
+    const size_t sizes[] = {model_.wq.size(), model_.wk.size(), model_.wv.size(), model_.wo.size(),
+                            model_.bq.size(), model_.bk.size(), model_.bv.size(), model_.bo.size()};
+    for (attngen_precision precision :
+         {ATTNGEN_PRECISION_F32, ATTNGEN_PRECISION_BF16, ATTNGEN_PRECISION_F16}) {
+        attngen_mha_config config = tester_.config();
+        config.precision = precision;
+        attngen_mha *raw = nullptr;
+        ASSERT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK) << attngen_last_error();
+        MhaHandle m(raw);
+        for (size_t i = 0; i < 8; ++i) {
+            for (float bad :
+                 {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity()}) {
+                SCOPED_TRACE(std::string(names[i]) + " = " + std::to_string(bad) + ", precision " +
+                             std::to_string(int(precision)));
+                std::vector<float> copy(w_[i], w_[i] + sizes[i]);
+                const size_t at = sizes[i] - 1;
+                copy[at] = bad;
+                const float *saved = w_[i];
+                w_[i] = copy.data();
+                EXPECT_TRUE(FailedWith(SetWeights(m.get()), kInvalid, {names[i]}));
+                const std::string message = attngen_last_error();
+                EXPECT_NE(message.find(std::string(names[i]) + "[" + std::to_string(at) + "]"),
+                          std::string::npos)
+                    << message;
+                EXPECT_NE(message.find("not finite"), std::string::npos) << message;
+                w_[i] = saved;
+            }
+        }
+        MhaTester::Run r = tester_.Prepare(DefaultSeed());
+        tester_.Call(m.get(), r);
+        EXPECT_TRUE(FailedWith(r.status, kInvalid, {})) << "a refused set_weights set weights";
+    }
 }
 
 // Not spelled out by the header, but "nothing happens on error" should hold for the handle too:

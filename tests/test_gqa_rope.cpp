@@ -213,6 +213,15 @@ TEST(MhaConfig02, RefusesWhatItCannotServe) {
     EXPECT_EQ(Create(c), ATTNGEN_ERROR_INVALID_ARGUMENT) << "odd head_dim as the rotary_dim";
     c = Base(), c.head_dim = 5;  // an odd head_dim is fine without rotation
     EXPECT_EQ(Create(c), ATTNGEN_OK) << attngen_last_error();
+    // An explicit rotary_dim is checked without rotation too (it was ignored).
+    c = Base(), c.rotary_dim = 3;
+    EXPECT_EQ(Create(c), ATTNGEN_ERROR_INVALID_ARGUMENT) << "odd rotary_dim without rope";
+    c = Base(), c.rotary_dim = 6;
+    EXPECT_EQ(Create(c), ATTNGEN_ERROR_SHAPE) << "rotary_dim > head_dim (4) without rope";
+    EXPECT_NE(std::strstr(attngen_last_error(), "exceeds head_dim"), nullptr)
+        << attngen_last_error();
+    c = Base(), c.rotary_dim = 2;
+    EXPECT_EQ(Create(c), ATTNGEN_OK) << attngen_last_error();
     c = Base(), c.rope = static_cast<attngen_rope>(7);
     EXPECT_EQ(Create(c), ATTNGEN_ERROR_INVALID_ARGUMENT);
     c = Base(), c.rope = ATTNGEN_ROPE_HALF, c.rope_theta = -1.0f;

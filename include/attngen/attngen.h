@@ -40,7 +40,8 @@ typedef enum attngen_status {
 /* A static, human-readable name for a status ("ATTNGEN_ERROR_SHAPE", ...). Never NULL. */
 ATTNGEN_API const char *attngen_status_string(attngen_status s);
 
-/* Thread-local detail of this thread's last failure; "" when the last call succeeded.
+/* Thread-local detail of this thread's last failure; "" when the last call that returns an
+ * attngen_status succeeded (the functions returning void or a value leave it as it was).
  * The pointer stays valid until this thread's next attngen call. */
 ATTNGEN_API const char *attngen_last_error(void);
 
@@ -106,10 +107,10 @@ typedef struct attngen_mha_config {
 typedef struct attngen_mha attngen_mha; /* opaque */
 
 /* ATTNGEN_ERROR_INVALID_ARGUMENT for a NULL pointer, a non-positive d_model or num_heads, a
- * negative size, an unknown enum value, an odd rotary_dim (the head_dim default included) with
- * rope, or a rope_theta that is neither 0 nor a finite number above 1; ATTNGEN_ERROR_SHAPE when
- * d_model % num_heads != 0 without head_dim, num_kv_heads does not divide num_heads,
- * rotary_dim > head_dim, a head count or per-head size exceeds 65536, a GPU API cannot run the
+ * negative size, an unknown enum value, an odd rotary_dim (given, or with rope the head_dim
+ * default), or a rope_theta that is neither 0 nor a finite number above 1; ATTNGEN_ERROR_SHAPE
+ * when d_model % num_heads != 0 without head_dim, num_kv_heads does not divide num_heads, a
+ * given rotary_dim > head_dim, a head count or per-head size exceeds 65536, a GPU API cannot run the
  * head sizes (CUDA: above 128), or a weight matrix would pass the 2^31 - 1 bytes a kernel can
  * address; ATTNGEN_ERROR_UNSUPPORTED for a device this build has no kernels for;
  * ATTNGEN_ERROR_DEVICE when the device or its driver is missing; ATTNGEN_ERROR_OUT_OF_MEMORY. */
@@ -125,8 +126,12 @@ ATTNGEN_API void attngen_mha_destroy(attngen_mha *m); /* NULL is fine */
  * from several threads at once: the new weights are copied without blocking forwards, then
  * swapped in once the forwards running at that moment have finished. Forwards that run before
  * the swap use the old weights; every forward started after this returns uses the new ones (of
- * concurrent calls, the last to swap wins). On failure the handle keeps its weights. Like every
- * call on a handle, it must not run concurrently with attngen_mha_destroy. */
+ * concurrent calls, the last to swap wins). Keys and values already in a KV cache stay as they
+ * were projected (attngen_kv_cache_append): append them again to use the new weights.
+ * ATTNGEN_ERROR_INVALID_ARGUMENT for a NULL handle or weight, a NULL bias with use_bias, a
+ * weight or bias that is NaN or infinite, or in a float16 handle a weight beyond 65504. On
+ * failure the handle keeps its weights. Like every call on a handle, it must not run
+ * concurrently with attngen_mha_destroy. */
 ATTNGEN_API attngen_status attngen_mha_set_weights(attngen_mha *m, const float *wq, const float *wk,
                                                    const float *wv, const float *wo,
                                                    const float *bq, const float *bk,

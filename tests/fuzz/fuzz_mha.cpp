@@ -85,7 +85,16 @@ void SetWeightsAction(FuzzedDataProvider &in, DataSource &src, Session &s) {
             for (float x : *t) fit = fit && !(std::isfinite(x) && std::fabs(x) >= 65520.0f);
         }
     }
-    const Verdict v = set_weights_verdict(s.config, !h_null, !weight_missing, !bias_missing, fit);
+    // The given tensors only: a NULL one is not read.
+    bool given_finite = true;
+    const std::vector<float> *tensors[8] = {&w->wq, &w->wk, &w->wv, &w->wo,
+                                            &w->bq, &w->bk, &w->bv, &w->bo};
+    for (int i = 0; i < 8; ++i) {
+        const bool read = p[i] != nullptr && (i < 4 || s.config.use_bias != 0);
+        given_finite = given_finite && (!read || AllFinite(*tensors[i]));
+    }
+    const Verdict v =
+        set_weights_verdict(s.config, !h_null, !weight_missing, !bias_missing, given_finite, fit);
     const attngen_status st = attngen_mha_set_weights(h_null ? nullptr : s.m, p[0], p[1], p[2],
                                                       p[3], p[4], p[5], p[6], p[7]);
     CheckStatus(st, v, "attngen_mha_set_weights");

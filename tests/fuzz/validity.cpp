@@ -264,11 +264,15 @@ Verdict create_verdict(const attngen_mha_config &c) {
 }
 
 Verdict set_weights_verdict(const attngen_mha_config &c, bool have_handle, bool all_weights_given,
-                            bool all_biases_given, bool weights_fit_precision) {
+                            bool all_biases_given, bool weights_finite,
+                            bool weights_fit_precision) {
     Verdict v;
     require_given(v, have_handle, "m");
     require_given(v, all_weights_given, "a weight");
     if (c.use_bias != 0) require_given(v, all_biases_given, "a bias (use_bias set)");
+    // attngen.h: a weight or bias that is NaN or infinite is refused. Only a given one can be
+    // seen; with some missing, the NULL refusal may come first.
+    if (!weights_finite) v.invalid(kInvalid, "a NaN or infinite weight or bias");
     if (all_weights_given && !weights_fit_precision)
         v.invalid(kInvalid, "a finite weight beyond float16's range");
     return v;

@@ -39,10 +39,11 @@ constexpr int64_t kMaxTensorBytes = INT32_MAX;
 
 Verdict create_verdict(const attngen_mha_config &config);
 
-// config has passed create; use_bias says whether biases are required. weights_fit_precision:
-// no finite weight is beyond the range of the handle's precision (float16: 65504).
+// config has passed create; use_bias says whether biases are required. weights_finite: every
+// given weight and (with use_bias) bias is finite; weights_fit_precision: no finite weight is
+// beyond the range of the handle's precision (float16: 65504).
 Verdict set_weights_verdict(const attngen_mha_config &config, bool have_handle,
-                            bool all_weights_given, bool all_biases_given,
+                            bool all_weights_given, bool all_biases_given, bool weights_finite,
                             bool weights_fit_precision);
 
 // Sizes of one forward call on a handle made from config (which passed create).
