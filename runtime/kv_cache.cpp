@@ -63,6 +63,7 @@ using namespace attngen::rt;
 
 struct attngen_kv_cache {
     const attngen_mha *owner;
+    uint64_t owner_serial;  // attngen_mha::serial: the owner, not a handle at its old address
     int32_t max_batch, max_len;
     int32_t blocks;  // of kCacheKeyBlock positions, covering max_len
     int32_t kv_heads, head_dim, v_head_dim;
@@ -178,10 +179,10 @@ attngen_status require_finite_rows(const std::vector<uint8_t> &rows, attngen_pre
 attngen_status require_cache_of(const attngen_mha *m, const attngen_kv_cache *c) {
     ATTNGEN_RETURN_IF_ERROR(require_not_null(m, "m"));
     ATTNGEN_RETURN_IF_ERROR(require_not_null(c, "c"));
-    if (c->owner != m) {
+    if (c->owner != m || c->owner_serial != m->serial) {
         return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
-                    "the cache was created from another handle; a cache is bound to the handle "
-                    "it was created from");
+                    "the cache was created from another handle (or from one destroyed since); a "
+                    "cache is bound to the handle it was created from");
     }
     return ATTNGEN_OK;
 }
@@ -301,6 +302,7 @@ static attngen_status attngen_kv_cache_create_impl(const attngen_mha *m, int32_t
     std::unique_ptr<attngen_kv_cache> c(new (std::nothrow) attngen_kv_cache);
     if (!c) return fail(ATTNGEN_ERROR_OUT_OF_MEMORY, "cannot allocate the cache");
     c->owner = m;
+    c->owner_serial = m->serial;
     c->max_batch = max_batch;
     c->max_len = max_len;
     c->blocks = blocks;

@@ -6,6 +6,7 @@
 #include <attngen/attngen.h>
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <shared_mutex>
 
@@ -53,6 +54,14 @@ struct ProjectionWeights {
 
 }  // namespace attngen::rt
 
+namespace attngen::rt {
+// 1, 2, 3, ... for the handles in the order created.
+inline uint64_t next_handle_serial() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace attngen::rt
+
 struct attngen_mha {
     attngen::rt::ResolvedConfig config;
     // The application's GPU context (attngen_mha_create_in_context), fixed for the handle's
@@ -62,6 +71,9 @@ struct attngen_mha {
     // Forward calls share the weights; set_weights replaces them exclusively.
     mutable std::shared_mutex projections_mutex;
     std::unique_ptr<attngen::rt::ProjectionWeights> projections;
+    // Unique among the handles of the process: a KV cache records it beside the handle's
+    // address, which a handle created after its owner was destroyed may reuse.
+    const uint64_t serial = attngen::rt::next_handle_serial();
 
     attngen::rt::GpuBinding gpu() const { return {gpu_context, gpu_queue.load()}; }
 };

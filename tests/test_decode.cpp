@@ -374,6 +374,38 @@ TEST_F(DecodeErrors, ACacheOfAnotherHandle) {
     EXPECT_TRUE(Untouched(out));
 }
 
+// attngen.h makes the handle outlive its caches; a handle created after the owner was destroyed
+// may get its address, and is still another handle (it had been taken as the owner: an append
+// dropped features, a forward failed inside its kernel with a bounds error).
+TEST(DecodeHandles, ACacheOfADestroyedHandleRefusesOneAtItsAddress) {
+    const MhaTester tester = Model(16, 4).num_kv_heads(2);
+    const attngen_mha_config config = tester.config();
+    const MhaTester::Model model = tester.MakeModel();
+    attngen_mha *first = nullptr;
+    ASSERT_EQ(attngen_mha_create(&config, &first), ATTNGEN_OK) << attngen_last_error();
+    ASSERT_EQ(model.SetWeights(first), ATTNGEN_OK) << attngen_last_error();
+    attngen_kv_cache *raw = nullptr;
+    ASSERT_EQ(attngen_kv_cache_create(first, 1, 4, &raw), ATTNGEN_OK) << attngen_last_error();
+    CacheHandle cache(raw);
+    attngen_mha_destroy(first);
+    // The allocator hands a freed block of the same size back; a few tries make it likely.
+    std::vector<MhaHandle> others;
+    attngen_mha *same_address = nullptr;
+    for (int i = 0; i < 8 && same_address == nullptr; ++i) {
+        attngen_mha *m = nullptr;
+        ASSERT_EQ(attngen_mha_create(&config, &m), ATTNGEN_OK) << attngen_last_error();
+        others.emplace_back(m);
+        if (m == first) same_address = m;
+    }
+    if (same_address == nullptr) GTEST_SKIP() << "no new handle reused the address";
+    ASSERT_EQ(model.SetWeights(same_address), ATTNGEN_OK) << attngen_last_error();
+    const std::vector<float> x(16, 0.5f);
+    EXPECT_EQ(attngen_kv_cache_append(same_address, cache.get(), 1, nullptr, 1, x.data(), x.data()),
+              ATTNGEN_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::strstr(attngen_last_error(), "destroyed since"), nullptr)
+        << attngen_last_error();
+}
+
 TEST_F(DecodeErrors, TopLeftCausalAndNonFiniteInputsAreRefused) {
     std::vector<float> out;
     EXPECT_EQ(Forward(1, nullptr, 1, ATTNGEN_CAUSAL_TOP_LEFT, &out),
