@@ -24,6 +24,7 @@
 #include <vector>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -284,6 +285,10 @@ void write_replacing(const std::string &path, const std::string &text) {
     if (fd < 0) {
         throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
     }
+    // mkstemp makes it private (0600); the file it replaces is an ordinary one.
+    const mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
     size_t written = 0;
     while (written < text.size()) {
         const ssize_t n = write(fd, text.data() + written, text.size() - written);
