@@ -581,10 +581,13 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
     Func k_rows("k_rows");
     k_rows(d, j, h, b) = operand(k(d, key_row, h, b));
     p.k_source = k_rows;
-    // Rows of keys, (j, d, h, b), for bfloat16 pairs and for keys not in panels.
+    // Rows of keys, (j, d, h, b), for bfloat16 pairs and for keys not in panels. Pairs take them
+    // rounded to the products' type here, before the transposing copy, which then moves half
+    // the bytes (the rounding and the transposition commute).
     if (p.paired || !key_panels) {
         p.k_transposed = Func("k_transposed");
-        p.k_transposed(j, d, h, b) = k_rows(d, j, h, b);
+        p.k_transposed(j, d, h, b) =
+            p.paired ? cast(products, k_rows(d, j, h, b)) : k_rows(d, j, h, b);
     }
     const Expr row = clamp(i, 0, q_len - 1);
     const Expr kv_head = h / group;

@@ -126,6 +126,15 @@ bool check_refusals(const attngen::specialized::MhaWeights &packed, const std::v
         threw = true;
     }
     ok &= check(threw, "MhaWeights refuses a NULL weight");
+    std::vector<float> one_nan = zeros;
+    one_nan.back() = std::nanf("");
+    threw = false;
+    try {
+        const sp::MhaWeights nan_wo(kModel, kHeads, kHeadDim, 0, 0, w, w, w, one_nan.data());
+    } catch (const std::invalid_argument &) {
+        threw = true;
+    }
+    ok &= check(threw, "MhaWeights refuses a NaN weight");
     threw = false;
     try {
         const sp::MhaWeights huge(kModel, 1 << 17, 1, 0, 0, w, w, w, w);

@@ -15,7 +15,8 @@
 // sizes <= 0, mask parts of a count other than 1 or the call's, kv_lengths outside 0..kv_len,
 // a tensor past the 2^31 - 1 bytes a kernel indexes (halide_error_code_buffer_argument_is_null,
 // _bad_dimensions, _buffer_extents_too_large); MhaWeights throws std::invalid_argument for
-// what attngen_mha_create and set_weights refuse (sizes, NULL weights, mixed biases). Unlike
+// what attngen_mha_create and set_weights refuse (sizes, NULL weights, mixed biases, NaN or
+// infinite weights and biases). Unlike
 // attngen_mha_forward, inputs are not scanned for NaN or infinity (the kernels are compiled
 // with fast math: a non-finite input gives unspecified outputs, possibly finite ones), and out
 // may be partly written when a kernel fails.
@@ -80,6 +81,24 @@ struct MhaWeights {
             throw std::invalid_argument("MhaWeights: biases are NULL or all four given");
         }
         const int32_t inner = num_heads * head_dim;
+        // As attngen_mha_set_weights: a NaN or infinite weight or bias is the model's fault.
+        const struct {
+            const float *data;
+            int64_t size;
+        } all[] = {{wq, int64_t(inner) * d_model},
+                   {wk, int64_t(inner) * kdim},
+                   {wv, int64_t(inner) * vdim},
+                   {wo, int64_t(d_model) * inner},
+                   {bq, inner},
+                   {bk, inner},
+                   {bv, inner},
+                   {bo, d_model}};
+        for (const auto &t : all) {
+            if (t.data != nullptr &&
+                !std::all_of(t.data, t.data + t.size, [](float x) { return std::isfinite(x); })) {
+                throw std::invalid_argument("MhaWeights: a weight or bias is NaN or infinite");
+            }
+        }
         q.pack(wq, bq, inner, d_model, device);
         k.pack(wk, bk, inner, kdim, device);
         v.pack(wv, bv, inner, vdim, device);
