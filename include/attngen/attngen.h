@@ -110,8 +110,8 @@ typedef struct attngen_mha attngen_mha; /* opaque */
  * negative size, an unknown enum value, an odd rotary_dim (given, or with rope the head_dim
  * default), or a rope_theta that is neither 0 nor a finite number above 1; ATTNGEN_ERROR_SHAPE
  * when d_model % num_heads != 0 without head_dim, num_kv_heads does not divide num_heads, a
- * given rotary_dim > head_dim, a head count or per-head size exceeds 65536, a GPU API cannot run the
- * head sizes (CUDA: above 128), or a weight matrix would pass the 2^31 - 1 bytes a kernel can
+ * given rotary_dim > head_dim, a head count or per-head size exceeds 65536, a GPU API cannot run
+ * the head sizes (CUDA: above 128), or a weight matrix would pass the 2^31 - 1 bytes a kernel can
  * address; ATTNGEN_ERROR_UNSUPPORTED for a device this build has no kernels for;
  * ATTNGEN_ERROR_DEVICE when the device or its driver is missing; ATTNGEN_ERROR_OUT_OF_MEMORY. */
 ATTNGEN_API attngen_status attngen_mha_create(const attngen_mha_config *config, attngen_mha **out);
