@@ -273,7 +273,11 @@ std::string environment_problem(const Options &o, const std::vector<Candidate> &
     if (fd < 0) return "cannot write in " + dir.string() + " (" + std::strerror(errno) + ")";
     close(fd);
     fs::remove(probe, error);
-    require_appendable(o.log);
+    try {
+        require_appendable(o.log);
+    } catch (const std::runtime_error &e) {
+        return e.what();
+    }
     return "";
 }
 

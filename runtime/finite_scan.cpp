@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 
 #include "cpu_dispatch.h"
@@ -143,6 +144,13 @@ bool all_finite_parallel(const float *data, size_t n, bool allow_negative_infini
     return all_chunks(n, [=](size_t begin, size_t end) {
         return floats_finite_here(data + begin, end - begin, allow_negative_infinity);
     });
+}
+
+size_t first_non_finite(const float *data, size_t n) {
+    if (all_finite_parallel(data, n)) return n;
+    size_t i = 0;
+    while (i < n && std::isfinite(data[i])) ++i;
+    return i;
 }
 
 bool all_finite_16_parallel(const uint16_t *bits, size_t n, uint16_t exponent) {

@@ -24,6 +24,10 @@ bool all_finite(const float *data, size_t n, bool allow_negative_infinity = fals
 // The same answers, over chunks on the thread pool where n is large.
 bool all_finite_parallel(const float *data, size_t n, bool allow_negative_infinity = false);
 
+// The index of the first NaN or infinity in data[0..n), or n: the parallel test first, the
+// element looked for only where there is one (for an error message that names it).
+size_t first_non_finite(const float *data, size_t n);
+
 // 16-bit floats given as their bits (bfloat16 or float16: exponent is the format's
 // k*Exponent), over chunks on the thread pool where n is large.
 bool all_finite_16_parallel(const uint16_t *bits, size_t n, uint16_t exponent);

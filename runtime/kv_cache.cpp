@@ -220,9 +220,8 @@ attngen_status resolve_items(const attngen_kv_cache *c, int32_t batch, const int
 // Inputs with NaN or infinity are refused up front (require_finite_rows says why). Scanned in
 // parallel chunks first; the element is looked for only in an input that holds one.
 attngen_status require_finite(const float *x, size_t n, const char *name) {
-    if (all_finite_parallel(x, n)) return ATTNGEN_OK;
-    size_t i = 0;
-    while (i + 1 < n && std::isfinite(x[i])) ++i;
+    const size_t i = first_non_finite(x, n);
+    if (i == n) return ATTNGEN_OK;
     return fail(ATTNGEN_ERROR_INVALID_ARGUMENT,
                 std::string(name) + " holds a non-finite value at element " + std::to_string(i));
 }

@@ -185,9 +185,9 @@ static attngen_status attngen_mha_set_weights_impl(attngen_mha *m, const float *
     // README "Robustness"). Found by a review: a float16 handle took +inf where it refused
     // 70000, and each later append then blamed its inputs.
     for (const auto &w : stored) {
-        if (w.pointer == nullptr || all_finite_parallel(w.pointer, size_t(w.size))) continue;
-        size_t at = 0;
-        while (std::isfinite(w.pointer[at])) ++at;
+        if (w.pointer == nullptr) continue;
+        const size_t at = first_non_finite(w.pointer, size_t(w.size));
+        if (at == size_t(w.size)) continue;
         return fail(ATTNGEN_ERROR_INVALID_ARGUMENT, std::string(w.name) + "[" + std::to_string(at) +
                                                         "] = " + std::to_string(w.pointer[at]) +
                                                         " is not finite; nothing was changed");

@@ -52,14 +52,12 @@ struct ProjectionWeights {
     GpuBinding gpu_;
 };
 
-}  // namespace attngen::rt
-
-namespace attngen::rt {
 // 1, 2, 3, ... for the handles in the order created.
 inline uint64_t next_handle_serial() {
     static std::atomic<uint64_t> next{1};
     return next.fetch_add(1, std::memory_order_relaxed);
 }
+
 }  // namespace attngen::rt
 
 struct attngen_mha {
