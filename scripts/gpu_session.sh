@@ -12,7 +12,8 @@
 # the driver's PTX cache), ncu (per-kernel times of one forward, bert-512-b8, or as
 # ATTNGEN_GPU_NCU_FILTER, _SKIP, _COUNT and _KERNELS say), launches (every launch of one
 # benchmark in order with its device time, a decoding step's kernels last), experiments (the
-# runners of bench/gpu_experiments that the bundle holds), ab (attngen_bench_device of another
+# runners of bench/gpu_experiments that the bundle holds), memcheck and racecheck (the device
+# suite under compute-sanitizer, in gtest shards), ab (attngen_bench_device of another
 # build's bundle in .gpu-base alternated with this one's, ATTNGEN_GPU_AB_PASSES passes of
 # ATTNGEN_GPU_BENCH_FILTER). For ab, on the build machine, e.g. GPU knobs against the defaults:
 #   cmake -B build -DATTNGEN_GPU_SCHEDULE_PARAMS= && ninja -C build && scripts/gpu_bundle.sh
@@ -113,6 +114,38 @@ for phase in "$@"; do
             timeout 240 "$runner" 2>&1 | tee "$out/$(basename "$runner").txt"
             echo "$(basename "$runner") exit ${PIPESTATUS[0]}"
         done
+        ;;
+    memcheck | racecheck)
+        # The device suite under compute-sanitizer (memcheck: out-of-bounds and misaligned device
+        # accesses; racecheck: shared-memory hazards between a block's threads), in
+        # ATTNGEN_GPU_SANITIZE_SHARDS gtest shards at once, each bounded in time. racecheck runs
+        # the suites whose kernels share memory between threads unless
+        # ATTNGEN_GPU_SANITIZE_FILTER names others. One log, $out/<phase>.log.
+        san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer \
+            /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -1)
+        if [ ! -x "$san" ]; then
+            echo "$phase: no compute-sanitizer on this machine"
+            continue
+        fi
+        filter=${ATTNGEN_GPU_SANITIZE_FILTER:-*}
+        [ "$phase" = racecheck ] && filter=${ATTNGEN_GPU_SANITIZE_FILTER:-DeviceSdpaTest.*:DeviceTest.Flash*:DeviceTest.KeyTileEdges:DeviceTest.QueryBlockPlusOne:Precisions/DeviceDecode.*}
+        shards=${ATTNGEN_GPU_SANITIZE_SHARDS:-8}
+        pids=()
+        for shard in $(seq 0 $((shards - 1))); do
+            GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$shard ATTNGEN_TEST_DEVICE=cuda \
+                ATTNGEN_TEST_REQUIRE_DEVICE=1 timeout "${ATTNGEN_GPU_SANITIZE_TIMEOUT:-240}" \
+                "$san" --tool "$phase" --error-exitcode 86 --print-limit 20 \
+                build/tests/attngen_device_tests --gtest_brief=1 --gtest_filter="$filter" \
+                >"$out/$phase.$shard.part" 2>&1 &
+            pids+=($!)
+        done
+        for shard in $(seq 0 $((shards - 1))); do
+            wait "${pids[$shard]}"
+            echo "shard $shard exit $?" | tee -a "$out/$phase.log"
+            cat "$out/$phase.$shard.part" >>"$out/$phase.log" && rm "$out/$phase.$shard.part"
+        done
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY|FAILED|PASSED|Invalid|Race|Hazard" \
+            "$out/$phase.log" | sort | uniq -c | head -40
         ;;
     ab)
         if [ ! -f .gpu-base/bundle.tar.xz ]; then

@@ -136,6 +136,15 @@ TEST_F(AppContextTest, SdpaOnApplicationMemoryContextAndQueue) {
             EXPECT_TRUE(BitIdentical("weights", weights.Download(), expected.weights));
         }
     }
+    // What the calls left in the context (kernels; on CUDA also the freed scratch that Halide's
+    // runtime keeps for reuse) goes back before TearDown destroys the context: without this,
+    // compute-sanitizer on an H200 saw Halide's allocator free that scratch in later tests,
+    // after its context was gone (CUDA_ERROR_INVALID_VALUE). Once, after both calls: a second
+    // release of a context unloads a null module for each kernel the first one unloaded and
+    // that was not loaded again (Halide 21's compilation cache; README, "Application contexts").
+    const attngen_gpu_context app{gpu_->context(), gpu_->queue()};
+    ASSERT_EQ(attngen_gpu_context_release(DeviceUnderTest(), &app), ATTNGEN_OK)
+        << attngen_last_error();
 }
 
 // What attngen holds in the application's context (the weights, compiled kernels) it gives

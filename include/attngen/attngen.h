@@ -238,7 +238,8 @@ ATTNGEN_API attngen_status attngen_sdpa_gqa(int32_t batch, int32_t heads, int32_
  * written to out or weights. ATTNGEN_ERROR_INVALID_ARGUMENT for the CPU,
  * ATTNGEN_ERROR_UNSUPPORTED for an API this build has no kernels for. With an application
  * context, the kernels stay loaded in it after the call (loading them is the costly first
- * call): give them back with attngen_gpu_context_release before destroying the context. */
+ * call), and on CUDA so does the call's freed scratch memory, which Halide's runtime keeps for
+ * reuse: give both back with attngen_gpu_context_release before destroying the context. */
 ATTNGEN_API attngen_status attngen_sdpa_device(attngen_device device,
                                                const attngen_gpu_context *gpu, int32_t batch,
                                                int32_t heads, int32_t kv_heads, int32_t q_len,
@@ -248,7 +249,9 @@ ATTNGEN_API attngen_status attngen_sdpa_device(attngen_device device,
 
 /* Unloads every kernel attngen loaded into the application's context gpu->context (by
  * attngen_sdpa_device, or by handles made in it; they load again at their next call), so the
- * application may destroy the context. attngen_mha_destroy does this for a handle's context
+ * application may destroy the context; on CUDA it also frees the device memory Halide's runtime
+ * keeps for reuse (freed scratch of every context, attngen's own included: it is allocated
+ * again when needed). attngen_mha_destroy does this for a handle's context
  * itself. ATTNGEN_ERROR_INVALID_ARGUMENT for the CPU, a NULL gpu or a NULL gpu->context (and
  * the rules of attngen_mha_create_in_context for the queue). */
 ATTNGEN_API attngen_status attngen_gpu_context_release(attngen_device device,
