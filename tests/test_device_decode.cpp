@@ -66,10 +66,12 @@ TEST_P(DeviceDecode, ValuePanelEdges) {
     for (int dv : {31, 32, 33, 65}) DecodeAndCheck(Model(16, 2).v_head_dim(dv), 7, 3, 7);
 }
 
-// The split-KV kernel's splits of 256 keys (steps over caches of 250 to 262 positions, a
-// prompt of 520 positions: three splits) and its blocks of 8 rows (8 query heads over one
-// key/value head at one query: one block; 9: a block and a row; prompts: many blocks).
+// The split-KV kernel's splits of 128 keys (schedule_gpu.h, kGpuDecodeSplitKeys; steps over
+// caches of 122 to 134 positions and of 250 to 262, a prompt of 520 positions: five splits) and
+// its blocks of 8 rows (8 query heads over one key/value head at one query: one block; 9: a
+// block and a row; prompts: many blocks). The cases of 256 keys stay from when splits were 256.
 TEST_P(DeviceDecode, SplitAndRowBlockEdges) {
+    DecodeAndCheck(Model(16, 8).num_kv_heads(1), 134, 122, 134);
     DecodeAndCheck(Model(16, 8).num_kv_heads(1), 262, 250, 262);
     DecodeAndCheck(Model(18, 9).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF), 7, 3, 7);
     DecodeAndCheck(Model(16, 2), 522, 520, 530);
