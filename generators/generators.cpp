@@ -979,7 +979,7 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
                          Float(32), rope == 0);
     }
 
-    // On GPUs the split-KV kernel too, with splits of a constant kGpuDecodeSplitKeys keys
+    // On GPUs the split-KV kernel too, with splits of a constant gpu_decode_split_keys keys
     // (schedule_decode_attention_gpu): the flash kernel of attngen_mha_forward, which served
     // here before, gave a step one block per query head and item (32 for llama3-8b-decode),
     // each reading its KV head's whole cache, with 15 of its 16 query rows idle at one query.
@@ -988,9 +988,9 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         // At least one key, so that a call whose items are all empty still has one split (a
         // GPU launch of no blocks fails); the key mask hides it.
         in.key_limit = max(key_limit, 1);
-        DecodeAttentionStage a =
-            define_decode_attention(in, kGpuDecodeSplitKeys, DecodeSplit::Fixed);
-        if (!using_autoscheduler()) schedule_decode_attention_gpu(a);
+        const int split_keys = resolve_gpu_knobs(gpu_knobs()).gpu_decode_split_keys;
+        DecodeAttentionStage a = define_decode_attention(in, split_keys, DecodeSplit::Fixed);
+        if (!using_autoscheduler()) schedule_decode_attention_gpu(a, split_keys);
         return a.out;
     }
 

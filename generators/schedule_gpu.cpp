@@ -26,7 +26,7 @@ constexpr int kMergeThreads = 32;
 constexpr int kMaxDecodeValueHead = 128;
 constexpr int kDecodeValueTile = (kMaxDecodeValueHead + 2 + kKeyThreads - 1) / kKeyThreads;
 constexpr int kDecodeKeyUnroll = 4;
-static_assert(kGpuDecodeSplitKeys % kDecodeKeyUnroll == 0);
+static_assert(kKeyThreads % kDecodeKeyUnroll == 0);  // so every split (a multiple of 32)
 
 // A projection thread's register tiles are 4 output features wide (one float4 weight load per
 // step): by 4 rows on the staged path (16 FMAs for two 16-byte shared loads), by kShortRowTile
@@ -269,6 +269,12 @@ GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs k) {
     k.gpu_small_head_value_tile = pick(k.gpu_small_head_value_tile, 4);
     k.gpu_few_rows_split = pick(k.gpu_few_rows_split, 32);
     k.gpu_few_rows_columns = pick(k.gpu_few_rows_columns, kWeightPadding);
+    k.gpu_decode_split_keys = pick(k.gpu_decode_split_keys, 128);
+    if (k.gpu_decode_split_keys % kKeyThreads != 0) {
+        throw CompileError("gpu_decode_split_keys must be a multiple of " +
+                           std::to_string(kKeyThreads) + ", got " +
+                           std::to_string(k.gpu_decode_split_keys));
+    }
     // A few-rows block: columns / 4 threads of 4 outputs each, within a weight panel, times the
     // split. Its partial sums in shared memory are 16 bytes per thread, at most 16 KiB.
     const int columns = k.gpu_few_rows_columns, split = k.gpu_few_rows_split;
@@ -565,7 +571,13 @@ void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs
     }
 }
 
-void schedule_decode_attention_gpu(DecodeAttentionStage &a) {
+// Keys per split: 128 make 32 blocks per key/value head at a cache of 4096, 256 for
+// llama3-8b-decode's 8 KV heads; 96 for gpt2-decode's 12 heads at 1024 (48 with splits of 256,
+// on 132 SMs). On an H200, splits of 256 then 128 alternated, two passes (bench/RESULTS.md,
+// 2026-12-04): gpt2-decode 0.291 -> 0.227 ms, llama3-8b-decode 0.439 -> 0.368, but long-decode
+// (32768 keys, whose merge then sums 256 splits a row) 0.630 -> 0.672: the runtime takes a
+// kernel of splits of 256 for long caches (layout.h, kGpuLongCache).
+void schedule_decode_attention_gpu(DecodeAttentionStage &a, int split_keys) {
     const Var &j = a.j, &r = a.r, &c = a.c, &hk = a.hk, &b = a.b, &u = a.u, &s = a.s;
     schedule_elementwise_gpu(a.q_rows);
 
@@ -594,14 +606,14 @@ void schedule_decode_attention_gpu(DecodeAttentionStage &a) {
     // the algorithm) and are never written out.
     Var jo("jo"), ji("ji");
     a.score.compute_at(block)
-        .bound_extent(j, kGpuDecodeSplitKeys)
+        .bound_extent(j, split_keys)
         .bound_extent(r, kGpuDecodeRows)
         .split(j, jo, ji, kKeyThreads)
         .reorder(jo, ji, r)
         .gpu_threads(ji, r)
         .unroll(jo);
     a.probs.compute_at(block)
-        .bound_extent(a.k, kGpuDecodeSplitKeys)
+        .bound_extent(a.k, split_keys)
         .bound_extent(s, 1)
         .bound_extent(r, kGpuDecodeRows)
         .split(a.k, jo, ji, kKeyThreads)

@@ -60,18 +60,12 @@ void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs
 constexpr int kSmallFlashHead = 64;
 GpuScheduleKnobs small_head_flash_knobs(const GpuScheduleKnobs &resolved);
 
-// Keys per split of the GPU's split-KV decode (define_decode_attention with DecodeSplit::Fixed):
-// a block keeps a split's scores and probabilities in shared memory, so the split is a constant.
-// 128 keys make 32 blocks per key/value head at a cache of 4096: 256 for llama3-8b-decode's 8 KV
-// heads, 96 for gpt2-decode's 12 heads at 1024 (48 with splits of 256, on 132 SMs). On an H200,
-// splits of 256 then 128 alternated, two passes (bench/RESULTS.md, 2026-12-04): gpt2-decode
-// 0.291 -> 0.227 ms, llama3-8b-decode 0.439 -> 0.368, long-decode (32768 keys, whose merge then
-// sums 256 splits a row) 0.630 -> 0.672.
-constexpr int kGpuDecodeSplitKeys = 128;
-
 // The split-KV decode (FlashDecoding): one kernel with a GPU block per (split, block of
-// kGpuDecodeRows rows, key/value head and item), then one that merges the splits per row.
-void schedule_decode_attention_gpu(DecodeAttentionStage &a);
+// kGpuDecodeRows rows, key/value head and item), then one that merges the splits per row. A
+// block keeps its split's scores and probabilities in shared memory, so the split is a
+// constant: the resolved gpu_decode_split_keys (default 128, a multiple of 32 up to 256), which
+// the stage must have been defined with (define_decode_attention with DecodeSplit::Fixed).
+void schedule_decode_attention_gpu(DecodeAttentionStage &a, int split_keys);
 
 // A rotary angle table (the cos or the sin of define_rope_angles), at root on the host.
 void schedule_rope_angles_gpu(Halide::Func angles, const RopeInputs &rope);

@@ -214,19 +214,20 @@ inline void CheckResetEmptiesAnItemAndItDecodesAgain(MhaTester tester) {
 // The memory appended once, then attended to by calls of `per_call` queries, without a causal
 // mask.
 inline void CheckCrossAttentionAppendsTheMemoryOnce(MhaTester tester, int per_call = 1,
-                                                    int calls = 4) {
+                                                    int calls = 4, int memory_len = 11) {
     tester.d_model(32).num_heads(4).num_kv_heads(2);
     DecodeModel model(tester);
     const int d = model.d_model();
-    const std::vector<float> memory = model.Tokens(11, 31),
+    const std::vector<float> memory = model.Tokens(memory_len, 31),
                              queries = model.Tokens(per_call * calls, 32);
     const DecodeModel::Expected want = model.CrossAttention(queries, memory);
     attngen_kv_cache *raw = nullptr;
-    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 1, 11, &raw), ATTNGEN_OK);
+    ASSERT_EQ(attngen_kv_cache_create(model.handle(), 1, memory_len, &raw), ATTNGEN_OK);
     CacheHandle cache(raw);
-    ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 1, nullptr, 11, memory.data(),
-                                      memory.data()),
-              ATTNGEN_OK);
+    ASSERT_EQ(attngen_kv_cache_append(model.handle(), cache.get(), 1, nullptr, memory_len,
+                                      memory.data(), memory.data()),
+              ATTNGEN_OK)
+        << attngen_last_error();
     for (int call = 0; call < calls; ++call) {
         std::vector<float> out(size_t(per_call) * d, kSentinel);
         const int first = call * per_call;
