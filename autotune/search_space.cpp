@@ -10,6 +10,10 @@
 namespace attngen::autotune {
 namespace {
 
+bool is_decode_knob(const std::string &name) {
+    return name.rfind("decode_", 0) == 0 || name.rfind("gpu_decode_", 0) == 0;
+}
+
 // The tuner values of the knobs searched for a CPU or a GPU target, by name: the draws below go
 // through the knobs in name order, so a seed gives the same candidates as long as the searched
 // knobs stay the same (a knob added changes the draws of those after it).
@@ -24,10 +28,10 @@ std::map<std::string, const ScheduleKnob *> knobs_of(bool gpu) {
 }  // namespace
 
 bool is_searched_knob(const std::string &name, bool gpu) {
-    // The decode kernels' knobs (decode_*) are not read by the fused forward that the tuner
-    // times: drawn at random, an unmeasured value was written to the file (decode_split_keys
-    // over its hand-measured 512).
-    if (name.rfind("decode_", 0) == 0) return false;
+    // The decode kernels' knobs (decode_*, gpu_decode_*) are not read by the fused forward that
+    // the tuner times: drawn at random, an unmeasured value was written to the file
+    // (decode_split_keys over its hand-measured 512).
+    if (is_decode_knob(name)) return false;
     for (const ScheduleKnob &k : schedule_knobs()) {
         if (k.name == name) return k.gpu == gpu;
     }
@@ -64,9 +68,9 @@ Candidate parse_candidate(const std::string &text, bool gpu) {
         if (eq == std::string::npos || knobs.count(name) == 0) {
             throw std::invalid_argument("'" + item + "' is not <knob>=<value> for a " +
                                         std::string(gpu ? "GPU" : "CPU") + " knob the tuner times" +
-                                        (name.rfind("decode_", 0) == 0
-                                             ? " (decode_ knobs are read by the decode "
-                                               "kernels, not by the fused forward)"
+                                        (is_decode_knob(name)
+                                             ? " (decode_ and gpu_decode_ knobs are read by "
+                                               "the decode kernels, not by the fused forward)"
                                              : ""));
         }
         size_t used = 0;

@@ -123,13 +123,14 @@ for phase in "$@"; do
         # ATTNGEN_GPU_SANITIZE_FILTER names others. One log, $out/<phase>.log.
         san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer \
             /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -1)
-        if [ ! -x "$san" ]; then
+        if [ ! -f "$san" ] || [ ! -x "$san" ]; then
             echo "$phase: no compute-sanitizer on this machine"
             continue
         fi
         filter=${ATTNGEN_GPU_SANITIZE_FILTER:-*}
         [ "$phase" = racecheck ] && filter=${ATTNGEN_GPU_SANITIZE_FILTER:-DeviceSdpaTest.*:DeviceTest.Flash*:DeviceTest.KeyTileEdges:DeviceTest.QueryBlockPlusOne:Precisions/DeviceDecode.*}
         shards=${ATTNGEN_GPU_SANITIZE_SHARDS:-8}
+        : >"$out/$phase.log"
         pids=()
         for shard in $(seq 0 $((shards - 1))); do
             GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$shard ATTNGEN_TEST_DEVICE=cuda \

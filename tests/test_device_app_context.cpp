@@ -102,6 +102,19 @@ TEST_F(AppContextTest, ForwardOnApplicationMemoryContextAndQueue) {
 // attngen_sdpa_device in the application's context and on its memory gives the bits it gives
 // in attngen's own (checked against the reference there), grouped heads and a causal mask.
 TEST_F(AppContextTest, SdpaOnApplicationMemoryContextAndQueue) {
+    // What the calls leave in the context (kernels; on CUDA also the freed scratch that Halide's
+    // runtime keeps for reuse) goes back before TearDown destroys the context, however the test
+    // ends: without it, compute-sanitizer on an H200 saw Halide's allocator free that scratch in
+    // later tests, after its context was gone (CUDA_ERROR_INVALID_VALUE). Once, after both calls:
+    // a second release of a context unloads a null module for each kernel the first one unloaded
+    // and nobody loaded again (Halide 21's compilation cache; README, "Targets").
+    struct ReleaseOnExit {
+        attngen_gpu_context app;
+        ~ReleaseOnExit() {
+            EXPECT_EQ(attngen_gpu_context_release(DeviceUnderTest(), &app), ATTNGEN_OK)
+                << attngen_last_error();
+        }
+    } release{{gpu_->context(), gpu_->queue()}};
     for (bool with_weights : {false, true}) {
         SCOPED_TRACE(with_weights ? "with weights" : "without weights");
         const SdpaTester t = SdpaTester()
@@ -136,15 +149,6 @@ TEST_F(AppContextTest, SdpaOnApplicationMemoryContextAndQueue) {
             EXPECT_TRUE(BitIdentical("weights", weights.Download(), expected.weights));
         }
     }
-    // What the calls left in the context (kernels; on CUDA also the freed scratch that Halide's
-    // runtime keeps for reuse) goes back before TearDown destroys the context: without this,
-    // compute-sanitizer on an H200 saw Halide's allocator free that scratch in later tests,
-    // after its context was gone (CUDA_ERROR_INVALID_VALUE). Once, after both calls: a second
-    // release of a context unloads a null module for each kernel the first one unloaded and
-    // that was not loaded again (Halide 21's compilation cache; README, "Application contexts").
-    const attngen_gpu_context app{gpu_->context(), gpu_->queue()};
-    ASSERT_EQ(attngen_gpu_context_release(DeviceUnderTest(), &app), ATTNGEN_OK)
-        << attngen_last_error();
 }
 
 // What attngen holds in the application's context (the weights, compiled kernels) it gives

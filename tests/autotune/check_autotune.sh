@@ -51,6 +51,11 @@ cmp -s "$work/a" "$work/b" || { echo "FAIL: seed 3 gave two orders"; exit 1; }
     --print-candidates | cmp -s - <(cut -f2 "$work/t.json.log") ||
     { echo "FAIL: the printed order is not the measured one"; exit 1; }
 grep -q decode_ "$work/a" && { echo "FAIL: the search draws decode_ knobs"; exit 1; }
+"$tune" --target x86-64-linux-opencl --shapes "2,16,24,32,2" --candidates 5 --seed 3 \
+    --out "$work/o.json" --print-candidates >"$work/g" ||
+    { echo "FAIL: no GPU candidates printed"; exit 1; }
+grep -q gpu_query_block "$work/g" || { echo "FAIL: the GPU search draws no GPU knobs"; exit 1; }
+grep -q decode_ "$work/g" && { echo "FAIL: the GPU search draws gpu_decode_ knobs"; exit 1; }
 echo "ok  : the same seed gives the same candidate order, another seed another"
 
 # --try measures the given knobs right after the defaults, and refuses unknown knobs.

@@ -775,6 +775,28 @@ TEST(Knobs, FewRowsGpuBlocksFitALaunch) {
     EXPECT_NO_THROW(attngen::resolve_gpu_knobs(widest));
 }
 
+// The GPU split-KV decode's keys per split: 128 unless set, whole warps of keys (its threads
+// take 32 keys a row), refused otherwise with the knob's name.
+TEST(Knobs, GpuDecodeSplitsAreWholeWarps) {
+    EXPECT_EQ(attngen::resolve_gpu_knobs({}).gpu_decode_split_keys, 128);
+    for (int split : {32, 256}) {
+        attngen::GpuScheduleKnobs k;
+        k.gpu_decode_split_keys = split;
+        EXPECT_EQ(attngen::resolve_gpu_knobs(k).gpu_decode_split_keys, split);
+    }
+    for (int split : {48, 100}) {
+        attngen::GpuScheduleKnobs k;
+        k.gpu_decode_split_keys = split;
+        try {
+            attngen::resolve_gpu_knobs(k);
+            ADD_FAILURE() << split << " keys a split were accepted";
+        } catch (const Halide::CompileError &e) {
+            EXPECT_NE(std::string(e.what()).find("gpu_decode_split_keys"), std::string::npos)
+                << e.what();
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // merge_heads: the output projection's operand, row n = l + b * len of every head, whether each
 // row's place is divided where it is read or read from the table (CPU kernels). The lengths are
