@@ -26,7 +26,8 @@ constexpr int kMergeThreads = 32;
 constexpr int kMaxDecodeValueHead = 128;
 constexpr int kDecodeValueTile = (kMaxDecodeValueHead + 2 + kKeyThreads - 1) / kKeyThreads;
 constexpr int kDecodeKeyUnroll = 4;
-static_assert(kKeyThreads % kDecodeKeyUnroll == 0);  // so every split (a multiple of 32)
+// Every split, a multiple of kKeyThreads keys, is then whole unrolled steps.
+static_assert(kKeyThreads % kDecodeKeyUnroll == 0);
 
 // A projection thread's register tiles are 4 output features wide (one float4 weight load per
 // step): by 4 rows on the staged path (16 FMAs for two 16-byte shared loads), by kShortRowTile

@@ -17,6 +17,7 @@
 #include <new>
 #include <shared_mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attngen_kv_project_bf16_cpu.h"
@@ -119,6 +120,12 @@ struct CacheKernels {
     DecodeKernel decode, long_decode;
     StoreKernel store;
     const char *project_name, *decode_name, *long_decode_name, *store_name;
+
+    // The cached forward for a call whose longest item holds `longest` positions, and its name.
+    std::pair<DecodeKernel, const char *> decode_for(int32_t longest) const {
+        if (longest > kGpuLongCache) return {long_decode, long_decode_name};
+        return {decode, decode_name};
+    }
 };
 
 #define ATTNGEN_CACHE_KERNELS(suffix, long_decode, store_kernel)                             \
@@ -521,9 +528,7 @@ static attngen_status attngen_mha_forward_cached_impl(attngen_mha *m, const attn
         scratch.track(out_buf.get());
     }
     const CacheKernels &kernels = cache_kernels(cfg.device, c->precision);
-    const bool long_cache = key_limit > kGpuLongCache;
-    const DecodeKernel decode = long_cache ? kernels.long_decode : kernels.decode;
-    const char *decode_name = long_cache ? kernels.long_decode_name : kernels.decode_name;
+    const auto [decode, decode_name] = kernels.decode_for(key_limit);
     int code =
         decode(&context, query_buf.get(), w.wq->weight(), w.wo->weight(), w.wq->bias.get(),
                w.wo->bias.get(), on_gpu ? c->on_device->keys() : k_cache.get(),
