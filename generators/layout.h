@@ -142,13 +142,6 @@ constexpr int kCacheValuePanel = 32;
 constexpr int kCacheFlashMinQueries = 64;
 constexpr int kCacheFlashKeysPerQuery = 128;
 
-// Cached positions (the call's longest item) above which a GPU cached forward takes the build of
-// its kernel with splits of 256 keys (attngen_mha_decode_long_*), not 128. On an H200
-// (bench/RESULTS.md, 2026-12-04) splits of 128 were faster at 1024 and 4096 positions
-// (gpt2-decode 1.28x, llama3-8b-decode 1.19x) and 256 at 32768 (long-decode 1.07x); between them
-// nothing was timed, and the limit is a power of two between them.
-constexpr int kGpuLongCache = 16384;
-
 constexpr int round_up(int x, int multiple) {
     return (x + multiple - 1) / multiple * multiple;
 }

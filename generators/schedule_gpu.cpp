@@ -16,10 +16,14 @@ constexpr TailStrategy kExact = TailStrategy::GuardWithIf;
 constexpr int kFeatureThreads = 16;
 
 // The split-KV decode's blocks: rows of one key/value head (query heads of its group times
-// queries), keys per thread row (a warp), and value features per thread of the merge.
-constexpr int kGpuDecodeRows = 8;
+// queries), keys per thread row (a warp); the merge's value features per block (a warp), and
+// its groups of splits, summed side by side. Rows past a call's last (a group of 4 at one query
+// filled half of a block of 8) are computed and dropped: blocks of 8 rows to 4 took long-decode's
+// split kernel from 303 to 194 us, llama3-8b-decode's from 62 to 60 (ncu, H200, 2026-12-04).
+constexpr int kGpuDecodeRows = 4;
 constexpr int kKeyThreads = 32;
 constexpr int kMergeThreads = 32;
+constexpr int kMergeGroups = 8;
 // A split-KV decode thread's value features, so that a warp's kKeyThreads threads span every
 // column of a head of kMaxDecodeValueHead (CUDA's largest; the split's two statistics too) in
 // one pass, wider heads in more; and its keys per unrolled step (independent reads in flight).
@@ -572,12 +576,12 @@ void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs
     }
 }
 
-// Keys per split: 128 make 32 blocks per key/value head at a cache of 4096, 256 for
-// llama3-8b-decode's 8 KV heads; 96 for gpt2-decode's 12 heads at 1024 (48 with splits of 256,
-// on 132 SMs). On an H200, splits of 256 then 128 alternated, two passes (bench/RESULTS.md,
-// 2026-12-04): gpt2-decode 0.291 -> 0.227 ms, llama3-8b-decode 0.439 -> 0.368, but long-decode
-// (32768 keys, whose merge then sums 256 splits a row) 0.630 -> 0.672: the runtime takes a
-// kernel of splits of 256 for long caches (layout.h, kGpuLongCache).
+// Keys per split: 128 make 32 blocks per key/value head at a cache of 4096; 96 for gpt2-decode's
+// 12 heads at 1024 (48 with splits of 256, on 132 SMs). On an H200, splits of 256 then 128
+// alternated, two passes (bench/RESULTS.md, 2026-12-04): gpt2-decode 0.291 -> 0.227 ms,
+// llama3-8b-decode 0.439 -> 0.368, long-decode (32768 keys) 0.630 -> 0.672 while its merge
+// summed each row's splits in one thread; with the merge below, 128 beat 256 there too (split
+// kernel 273 against 303 us, merge 10 against 8).
 void schedule_decode_attention_gpu(DecodeAttentionStage &a, int split_keys) {
     const Var &j = a.j, &r = a.r, &c = a.c, &hk = a.hk, &b = a.b, &u = a.u, &s = a.s;
     schedule_elementwise_gpu(a.q_rows);
@@ -590,7 +594,8 @@ void schedule_decode_attention_gpu(DecodeAttentionStage &a, int split_keys) {
     // and the head's columns in a serial loop around the threads, each pass one read per key,
     // this kernel took 166 us of a llama3-8b-decode step (ncu, H200), now 125; the steps ran
     // 1.09-1.16x faster at the llama3 and long-decode shapes (bench/RESULTS.md, 2026-11-28).
-    // Unrolling the scores' feature loop by 8 as well made it 2.4x slower.
+    // Unrolling the scores' feature loop as well made the kernel slower: by 8 2.4x; by 2 and 4,
+    // with rows of 4, long-decode's 194 us became 311 and 449 (ncu, H200, 2026-12-04).
     Var ro("ro"), ri("ri"), co("co"), cx("cx"), ci("ci"), ct("ct"), hb("hb");
     a.split_out.compute_root()
         .split(r, ro, ri, kGpuDecodeRows, kExact)
@@ -647,25 +652,46 @@ void schedule_decode_attention_gpu(DecodeAttentionStage &a, int split_keys) {
         .unroll(c)
         .unroll(rki);
 
-    // The merge: a block per row and (key/value head, item), a thread per value feature; the
-    // row's overall maximum and sum are computed once per block.
-    Var mo("mo"), mi("mi"), mb("mb");
+    // The merge: a block per kMergeThreads value features, row and (key/value head, item). Its
+    // threads share the row's splits: the overall maximum and sum in kMergeThreads lanes, the
+    // weighted outputs in kMergeGroups groups of splits, each group's sums added up at the end.
+    // One thread per feature summing every split of its row, 32 blocks of 32 threads at
+    // long-decode (256 splits), took 98 us of a step whose split kernel took 302 (ncu, H200,
+    // 2026-12-04); llama3-8b-decode 26 of 62.
+    Var mo("mo"), mi("mi"), mb("mb"), lane("merge_lane"), group("merge_group");
     a.rows_out.compute_root()
         .split(c, mo, mi, kMergeThreads, kExact)
         .reorder(mi, mo, r, hk, b)
         .fuse(hk, b, mb)
-        .gpu_blocks(r, mb)
+        .gpu_blocks(mo, r, mb)
         .gpu_threads(mi);
-    a.total_max.compute_at(a.rows_out, r);
-    a.total_sum.compute_at(a.rows_out, r);
-    a.merged.compute_at(a.rows_out, mi);
-    // The loops over splits kDecodeKeyUnroll at a time: independent reads in flight.
+    // Each thread's partial result in registers, stored to shared memory once (a wrapper):
+    // computed in shared memory, every step loaded and stored it.
+    const auto per_thread = [&](Func partial, Func consumer) {
+        Func stored = partial.in(consumer);
+        stored.compute_at(a.rows_out, mo);
+        partial.compute_at(stored, stored.args()[0]);
+        return stored;
+    };
     RVar so("so"), si("si");
-    for (Func f : {a.total_max, a.total_sum, a.merged}) {
-        f.update()
-            .split(a.r_splits, so, si, kDecodeKeyUnroll, TailStrategy::GuardWithIf)
-            .unroll(si);
+    for (Func total : {a.total_max, a.total_sum}) {
+        Func lanes = total.update()
+                         .split(a.r_splits, so, si, kMergeThreads, TailStrategy::GuardWithIf)
+                         .rfactor(si, lane);
+        per_thread(lanes, total).gpu_threads(lane);
+        total.compute_at(a.rows_out, mo);
     }
+    RVar go("go"), gi("gi"), goo("goo"), goi("goi");
+    Func groups = a.merged.update()
+                      .split(a.r_splits, go, gi, kMergeGroups, TailStrategy::GuardWithIf)
+                      .rfactor(gi, group);
+    per_thread(groups, a.merged)
+        .bound_extent(c, kMergeThreads)
+        .reorder(c, group)
+        .gpu_threads(c, group);
+    // Splits kDecodeKeyUnroll at a time: independent reads in flight.
+    groups.update().split(go, goo, goi, kDecodeKeyUnroll, TailStrategy::GuardWithIf).unroll(goi);
+    a.merged.compute_at(a.rows_out, mi);
 }
 
 void schedule_rope_angles_gpu(Func angles, const RopeInputs &rope) {

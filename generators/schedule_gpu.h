@@ -61,7 +61,8 @@ constexpr int kSmallFlashHead = 64;
 GpuScheduleKnobs small_head_flash_knobs(const GpuScheduleKnobs &resolved);
 
 // The split-KV decode (FlashDecoding): one kernel with a GPU block per (split, block of
-// kGpuDecodeRows rows, key/value head and item), then one that merges the splits per row. A
+// kGpuDecodeRows rows, key/value head and item), then one that merges the splits per row (a
+// block per 32 value features and row, whose threads share the row's splits). A
 // block keeps its split's scores and probabilities in shared memory, so the split is a
 // constant: the resolved gpu_decode_split_keys (default 128, a multiple of 32 up to 256), which
 // the stage must have been defined with (define_decode_attention with DecodeSplit::Fixed).

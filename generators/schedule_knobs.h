@@ -46,9 +46,7 @@
 // knobs have their defaults as their one tuner value: the tuner times the forward at its shapes'
 // many rows, which never take that path, so other values would only multiply its draws; a build
 // sets them (ATTNGEN_GPU_SCHEDULE_PARAMS) to time them on decoding. gpu_decode_split_keys
-// likewise (the decode kernel alone reads it; the tuner does not search it), but there it sets
-// only the build for caches of at most kGpuLongCache positions: the build for longer ones keeps
-// splits of 256 (generators/CMakeLists.txt, runtime/kv_cache.cpp).
+// likewise (the decode kernel alone reads it; the tuner does not search it).
 #define ATTNGEN_GPU_SCHEDULE_KNOBS(KNOB)                                                           \
     KNOB(gpu_gemm_rows, 64, (16, 32, 64), "rows of a GPU projection block of many outputs")        \
     KNOB(gpu_query_block, 64, (4, 8, 16, 32), "queries per GPU attention block")                   \

@@ -17,7 +17,6 @@
 #include <new>
 #include <shared_mutex>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "attngen_kv_project_bf16_cpu.h"
@@ -35,9 +34,6 @@
 #include "attngen_mha_decode_bf16_cuda.h"
 #include "attngen_mha_decode_cuda.h"
 #include "attngen_mha_decode_f16_cuda.h"
-#include "attngen_mha_decode_long_bf16_cuda.h"
-#include "attngen_mha_decode_long_cuda.h"
-#include "attngen_mha_decode_long_f16_cuda.h"
 #endif
 #ifdef ATTNGEN_HAVE_OPENCL
 #include "attngen_kv_project_bf16_opencl.h"
@@ -47,9 +43,6 @@
 #include "attngen_kv_store_opencl.h"
 #include "attngen_mha_decode_bf16_opencl.h"
 #include "attngen_mha_decode_f16_opencl.h"
-#include "attngen_mha_decode_long_bf16_opencl.h"
-#include "attngen_mha_decode_long_f16_opencl.h"
-#include "attngen_mha_decode_long_opencl.h"
 #include "attngen_mha_decode_opencl.h"
 #endif
 #include "device.h"
@@ -66,7 +59,6 @@
 
 using attngen::kCacheKeyBlock;
 using attngen::kCacheValuePanel;
-using attngen::kGpuLongCache;
 using namespace attngen::rt;
 
 struct attngen_kv_cache {
@@ -109,50 +101,39 @@ namespace {
 
 // The cache kernels of one device and precision; every build of a generator has the same
 // signature. store: the scatter of appended rows into a GPU cache (null on the CPU, which
-// copies them). long_decode: the cached forward for calls over more than kGpuLongCache cached
-// positions (on GPUs a build with splits of 256 keys, not 128; the CPU's decode sizes its
-// splits per call and serves both).
+// copies them).
 using StoreKernel = int (*)(void const *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
                             halide_buffer_t *, halide_buffer_t *, halide_buffer_t *);
-using DecodeKernel = decltype(&attngen_mha_decode_cpu);
 struct CacheKernels {
     decltype(&attngen_kv_project_cpu) project;
-    DecodeKernel decode, long_decode;
+    decltype(&attngen_mha_decode_cpu) decode;
     StoreKernel store;
-    const char *project_name, *decode_name, *long_decode_name, *store_name;
-
-    // The cached forward for a call whose longest item holds `longest` positions, and its name.
-    std::pair<DecodeKernel, const char *> decode_for(int32_t longest) const {
-        if (longest > kGpuLongCache) return {long_decode, long_decode_name};
-        return {decode, decode_name};
-    }
+    const char *project_name, *decode_name, *store_name;
 };
 
-#define ATTNGEN_CACHE_KERNELS(suffix, long_decode, store_kernel)                             \
-    CacheKernels {                                                                           \
-        attngen_kv_project_##suffix, attngen_mha_decode_##suffix, long_decode, store_kernel, \
-            "attngen_kv_project_" #suffix, "attngen_mha_decode_" #suffix, #long_decode,      \
-            #store_kernel                                                                    \
+#define ATTNGEN_CACHE_KERNELS(suffix, store_kernel)                                     \
+    CacheKernels {                                                                      \
+        attngen_kv_project_##suffix, attngen_mha_decode_##suffix, store_kernel,         \
+            "attngen_kv_project_" #suffix, "attngen_mha_decode_" #suffix, #store_kernel \
     }
 // Indexed by attngen_precision (F32, BF16, F16); the 16-bit formats share a scatter.
-#define ATTNGEN_CACHE_KERNELS_BY_PRECISION(device, long_prefix, f32_store, bits16_store)    \
-    std::array<CacheKernels, 3> {                                                           \
-        ATTNGEN_CACHE_KERNELS(device, long_prefix##device, f32_store),                      \
-            ATTNGEN_CACHE_KERNELS(bf16_##device, long_prefix##bf16_##device, bits16_store), \
-            ATTNGEN_CACHE_KERNELS(f16_##device, long_prefix##f16_##device, bits16_store)    \
+#define ATTNGEN_CACHE_KERNELS_BY_PRECISION(device, f32_store, bits16_store) \
+    std::array<CacheKernels, 3> {                                           \
+        ATTNGEN_CACHE_KERNELS(device, f32_store),                           \
+            ATTNGEN_CACHE_KERNELS(bf16_##device, bits16_store),             \
+            ATTNGEN_CACHE_KERNELS(f16_##device, bits16_store)               \
     }
 
 const CacheKernels &cache_kernels(attngen_device device, attngen_precision precision) {
-    static const auto cpu =
-        ATTNGEN_CACHE_KERNELS_BY_PRECISION(cpu, attngen_mha_decode_, nullptr, nullptr);
+    static const auto cpu = ATTNGEN_CACHE_KERNELS_BY_PRECISION(cpu, nullptr, nullptr);
 #ifdef ATTNGEN_HAVE_CUDA
-    static const auto cuda = ATTNGEN_CACHE_KERNELS_BY_PRECISION(
-        cuda, attngen_mha_decode_long_, attngen_kv_store_cuda, attngen_kv_store_bits16_cuda);
+    static const auto cuda = ATTNGEN_CACHE_KERNELS_BY_PRECISION(cuda, attngen_kv_store_cuda,
+                                                                attngen_kv_store_bits16_cuda);
     if (device == ATTNGEN_DEVICE_CUDA) return cuda[precision];
 #endif
 #ifdef ATTNGEN_HAVE_OPENCL
-    static const auto opencl = ATTNGEN_CACHE_KERNELS_BY_PRECISION(
-        opencl, attngen_mha_decode_long_, attngen_kv_store_opencl, attngen_kv_store_bits16_opencl);
+    static const auto opencl = ATTNGEN_CACHE_KERNELS_BY_PRECISION(opencl, attngen_kv_store_opencl,
+                                                                  attngen_kv_store_bits16_opencl);
     if (device == ATTNGEN_DEVICE_OPENCL) return opencl[precision];
 #endif
     (void)device;  // a GPU handle exists only for a device with kernels
@@ -528,15 +509,14 @@ static attngen_status attngen_mha_forward_cached_impl(attngen_mha *m, const attn
         scratch.track(out_buf.get());
     }
     const CacheKernels &kernels = cache_kernels(cfg.device, c->precision);
-    const auto [decode, decode_name] = kernels.decode_for(key_limit);
-    int code =
-        decode(&context, query_buf.get(), w.wq->weight(), w.wo->weight(), w.wq->bias.get(),
-               w.wo->bias.get(), on_gpu ? c->on_device->keys() : k_cache.get(),
-               on_gpu ? c->on_device->values() : v_cache.get(), items_buf.get(), lengths_buf.get(),
-               cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.v_head_dim, cfg.rope,
-               cfg.rotary_dim, inv_freq.get(), cfg.scale(), causal_value, key_limit, out_buf.get());
+    int code = kernels.decode(
+        &context, query_buf.get(), w.wq->weight(), w.wo->weight(), w.wq->bias.get(),
+        w.wo->bias.get(), on_gpu ? c->on_device->keys() : k_cache.get(),
+        on_gpu ? c->on_device->values() : v_cache.get(), items_buf.get(), lengths_buf.get(),
+        cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.v_head_dim, cfg.rope, cfg.rotary_dim,
+        inv_freq.get(), cfg.scale(), causal_value, key_limit, out_buf.get());
     if (code == 0 && on_gpu) code = halide_copy_to_host(&context, out_buf.get());
-    if (code != 0) return kernel_failure(decode_name, code, context);
+    if (code != 0) return kernel_failure(kernels.decode_name, code, context);
     staged.commit();
     clear_error();
     return ATTNGEN_OK;

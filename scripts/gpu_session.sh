@@ -15,7 +15,8 @@
 # runners of bench/gpu_experiments that the bundle holds), memcheck and racecheck (the device
 # suite under compute-sanitizer, in gtest shards), ab (attngen_bench_device of another
 # build's bundle in .gpu-base alternated with this one's, ATTNGEN_GPU_AB_PASSES passes of
-# ATTNGEN_GPU_BENCH_FILTER). For ab, on the build machine, e.g. GPU knobs against the defaults:
+# ATTNGEN_GPU_BENCH_FILTER), ab-kernels (the two builds' decode kernels timed by ncu, launch by
+# launch). For ab, on the build machine, e.g. GPU knobs against the defaults:
 #   cmake -B build -DATTNGEN_GPU_SCHEDULE_PARAMS= && ninja -C build && scripts/gpu_bundle.sh
 #   rm -rf .gpu-base && mv .gpu .gpu-base
 #   cmake -B build -DATTNGEN_GPU_SCHEDULE_PARAMS="gpu_few_rows_split=64;gpu_few_rows_columns=32"
@@ -171,6 +172,32 @@ for phase in "$@"; do
                     --benchmark_report_aggregates_only=true 2>&1 |
                     grep -E "_median|ERROR|rror|not found" | sed "s/^/$side pass $pass  /" |
                     tee -a "$out/ab.txt"
+            done
+        done
+        rm -rf "$base"
+        ;;
+    ab-kernels)
+        # Per-kernel device times (ncu's gpu__time_duration, the first launches of kernels
+        # matching ATTNGEN_GPU_NCU_KERNELS) of the .gpu-base build and this one, for each decode
+        # shape: where ab's step times move by less than their noise.
+        if [ ! -f .gpu-base/bundle.tar.xz ]; then
+            echo "ab-kernels: no .gpu-base/bundle.tar.xz (see the notes above)"
+            continue
+        fi
+        base=$(mktemp -d)
+        tar -C "$base" -xJf .gpu-base/bundle.tar.xz build/bench/attngen_bench_device || continue
+        for shape in ${ATTNGEN_GPU_AB_SHAPES:-gpt2-decode llama3-8b-decode llama3-8b-decode-b8 long-decode}; do
+            for side in base new; do
+                bin=build/bench/attngen_bench_device
+                [ "$side" = base ] && bin="$base/build/bench/attngen_bench_device"
+                log="$out/kernels_${shape}_$side.csv"
+                timeout 60 ncu --clock-control none -c "${ATTNGEN_GPU_NCU_COUNT:-4}" --csv \
+                    --kernel-name "regex:${ATTNGEN_GPU_NCU_KERNELS:-decode_(split_out|rows_out)}" \
+                    --metrics gpu__time_duration.sum "$bin" \
+                    --benchmark_filter="^decode_device/$shape/" --benchmark_min_time=0.01 \
+                    >"$log" 2>&1
+                echo "$shape $side" $(grep '^"[0-9]' "$log" | awk -F'","' '{print $5 "=" $NF}' |
+                    sed 's/^_kernel_//; s/_s0_[^=]*=/=/; s/"$/ ns/') | tee -a "$out/ab_kernels.txt"
             done
         done
         rm -rf "$base"

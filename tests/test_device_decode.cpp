@@ -66,22 +66,24 @@ TEST_P(DeviceDecode, ValuePanelEdges) {
     for (int dv : {31, 32, 33, 65}) DecodeAndCheck(Model(16, 2).v_head_dim(dv), 7, 3, 7);
 }
 
-// The split-KV kernel's splits of 128 keys (gpu_decode_split_keys; steps over
-// caches of 122 to 134 positions and of 250 to 262, a prompt of 520 positions: five splits) and
-// its blocks of 8 rows (8 query heads over one key/value head at one query: one block; 9: a
-// block and a row; prompts: many blocks). The cases of 256 keys stay from when splits were 256.
+// The split-KV kernel's splits of 128 keys (gpu_decode_split_keys; steps over caches of 122 to
+// 134 positions and of 250 to 262, a prompt of 520 positions: five splits) and its blocks of 4
+// rows (3, 4, 5, 8 and 9 query heads over one key/value head at one query: a block short of one
+// row, one block, a block and a row, two blocks, two and a row; prompts: many blocks).
 TEST_P(DeviceDecode, SplitAndRowBlockEdges) {
     DecodeAndCheck(Model(16, 8).num_kv_heads(1), 134, 122, 134);
     DecodeAndCheck(Model(16, 8).num_kv_heads(1), 262, 250, 262);
     DecodeAndCheck(Model(18, 9).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF), 7, 3, 7);
+    for (int heads : {3, 4, 5}) DecodeAndCheck(Model(4 * heads, heads).num_kv_heads(1), 7, 3, 7);
     DecodeAndCheck(Model(16, 2), 522, 520, 530);
 }
 
-// Past kGpuLongCache cached positions a call takes the kernel built with splits of 256 keys
-// (layout.h): its split edge and its merge of many splits, one and two queries per call.
-TEST_P(DeviceDecode, LongCacheKernel) {
-    CheckCrossAttentionAppendsTheMemoryOnce(Base(), 1, 2, attngen::kGpuLongCache + 259);
-    CheckCrossAttentionAppendsTheMemoryOnce(Base(), 2, 1, attngen::kGpuLongCache + 1);
+// A long cache: a merge of 131 and 129 splits, more than its threads' lanes and groups
+// (schedule_gpu.cpp), so each lane and group sums several, the last ones a part; two queries
+// per call and one.
+TEST_P(DeviceDecode, LongCacheMergesManySplits) {
+    CheckCrossAttentionAppendsTheMemoryOnce(Base(), 1, 2, 16643);
+    CheckCrossAttentionAppendsTheMemoryOnce(Base(), 2, 1, 16385);
 }
 
 TEST_P(DeviceDecode, ItemsAtDifferentLengthsInOneCall) {

@@ -34,9 +34,6 @@
 #include "attngen_mha_decode_bf16_cuda.h"
 #include "attngen_mha_decode_cuda.h"
 #include "attngen_mha_decode_f16_cuda.h"
-#include "attngen_mha_decode_long_bf16_cuda.h"
-#include "attngen_mha_decode_long_cuda.h"
-#include "attngen_mha_decode_long_f16_cuda.h"
 #include "attngen_mha_forward_bf16_cuda.h"
 #include "attngen_mha_forward_cuda.h"
 #include "attngen_mha_forward_f16_cuda.h"
@@ -52,9 +49,6 @@
 #include "attngen_kv_store_opencl.h"
 #include "attngen_mha_decode_bf16_opencl.h"
 #include "attngen_mha_decode_f16_opencl.h"
-#include "attngen_mha_decode_long_bf16_opencl.h"
-#include "attngen_mha_decode_long_f16_opencl.h"
-#include "attngen_mha_decode_long_opencl.h"
 #include "attngen_mha_decode_opencl.h"
 #include "attngen_mha_forward_bf16_opencl.h"
 #include "attngen_mha_forward_f16_opencl.h"
@@ -115,9 +109,6 @@ std::string type_name(halide_type_t t) {
     ATTNGEN_THREE_PRECISIONS(attngen_mha_forward_weights_, device_suffix, device, 4, 0),        \
     ATTNGEN_THREE_PRECISIONS(attngen_kv_project_, device_suffix, device, 2, 2),                 \
     ATTNGEN_THREE_PRECISIONS(attngen_mha_decode_, device_suffix, device, 2, 2)
-// A GPU's cached forward for long caches (splits of 256 keys).
-#define ATTNGEN_LONG_DECODE_KERNELS(device_suffix, device)                                      \
-    ATTNGEN_THREE_PRECISIONS(attngen_mha_decode_long_, device_suffix, device, 2, 2)
 // A GPU's scatter into its cache; the 16-bit formats' serves both.
 #define ATTNGEN_STORE_KERNELS(device_suffix, device)                                            \
     Kernel{"attngen_kv_store_" #device_suffix, attngen_kv_store_##device_suffix##_metadata(),   \
@@ -136,12 +127,10 @@ std::vector<Kernel> linked_kernels() {
 #ifdef ATTNGEN_HAVE_CUDA
         ATTNGEN_DEVICE_KERNELS(cuda, ATTNGEN_DEVICE_CUDA),
         ATTNGEN_STORE_KERNELS(cuda, ATTNGEN_DEVICE_CUDA),
-        ATTNGEN_LONG_DECODE_KERNELS(cuda, ATTNGEN_DEVICE_CUDA),
 #endif
 #ifdef ATTNGEN_HAVE_OPENCL
         ATTNGEN_DEVICE_KERNELS(opencl, ATTNGEN_DEVICE_OPENCL),
         ATTNGEN_STORE_KERNELS(opencl, ATTNGEN_DEVICE_OPENCL),
-        ATTNGEN_LONG_DECODE_KERNELS(opencl, ATTNGEN_DEVICE_OPENCL),
 #endif
     };
 }
