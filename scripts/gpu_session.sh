@@ -185,7 +185,10 @@ for phase in "$@"; do
             continue
         fi
         base=$(mktemp -d)
-        tar -C "$base" -xJf .gpu-base/bundle.tar.xz build/bench/attngen_bench_device || continue
+        if ! tar -C "$base" -xJf .gpu-base/bundle.tar.xz build/bench/attngen_bench_device; then
+            rm -rf "$base"
+            continue
+        fi
         for shape in ${ATTNGEN_GPU_AB_SHAPES:-gpt2-decode llama3-8b-decode llama3-8b-decode-b8 long-decode}; do
             for side in base new; do
                 bin=build/bench/attngen_bench_device
@@ -196,7 +199,7 @@ for phase in "$@"; do
                     --metrics gpu__time_duration.sum "$bin" \
                     --benchmark_filter="^decode_device/$shape/" --benchmark_min_time=0.01 \
                     >"$log" 2>&1
-                echo "$shape $side" $(grep '^"[0-9]' "$log" | awk -F'","' '{print $5 "=" $NF}' |
+                echo "$shape $side (ncu exit $?)" $(grep '^"[0-9]' "$log" | awk -F'","' '{print $5 "=" $NF}' |
                     sed 's/^_kernel_//; s/_s0_[^=]*=/=/; s/"$/ ns/') | tee -a "$out/ab_kernels.txt"
             done
         done

@@ -64,6 +64,10 @@ TEST_P(DeviceDecode, QueryAndKeyBlockEdges) {
 // the last one padded, which the store writes and the split-KV kernel's threads read across.
 TEST_P(DeviceDecode, ValuePanelEdges) {
     for (int dv : {31, 32, 33, 65}) DecodeAndCheck(Model(16, 2).v_head_dim(dv), 7, 3, 7);
+    // Value heads over one merge block (32 features) and rows of a group of 5, over 3 splits.
+    for (int dv : {33, 65}) {
+        DecodeAndCheck(Model(20, 5).num_kv_heads(1).v_head_dim(dv), 263, 257, 263);
+    }
 }
 
 // The split-KV kernel's splits of 128 keys (gpu_decode_split_keys; steps over caches of 122 to
@@ -79,8 +83,8 @@ TEST_P(DeviceDecode, SplitAndRowBlockEdges) {
 }
 
 // A long cache: a merge of 131 and 129 splits, more than its threads' lanes and groups
-// (schedule_gpu.cpp), so each lane and group sums several, the last ones a part; two queries
-// per call and one.
+// (schedule_gpu.cpp), so each lane and group sums several, the last ones a part; one query per
+// call, then two.
 TEST_P(DeviceDecode, LongCacheMergesManySplits) {
     CheckCrossAttentionAppendsTheMemoryOnce(Base(), 1, 2, 16643);
     CheckCrossAttentionAppendsTheMemoryOnce(Base(), 2, 1, 16385);
