@@ -60,12 +60,15 @@ void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs
 constexpr int kSmallFlashHead = 64;
 GpuScheduleKnobs small_head_flash_knobs(const GpuScheduleKnobs &resolved);
 
-// The split-KV decode (FlashDecoding): one kernel with a GPU block per (split, block of
-// kGpuDecodeRows rows, key/value head and item), then one that merges the splits per row (a
-// block per 32 value features and row, whose threads share the row's splits). A
-// block keeps its split's scores and probabilities in shared memory, so the split is a
-// constant: the resolved gpu_decode_split_keys (default 128, a multiple of 32 up to 256), which
-// the stage must have been defined with (define_decode_attention with DecodeSplit::Fixed).
+// Keys of one split-KV decode block's thread row (a warp): every split is a multiple of it.
+constexpr int kGpuDecodeKeyThreads = 32;
+
+// The split-KV decode (FlashDecoding, schedule_gpu_decode.cpp): one kernel with a GPU block per
+// (split, block of kGpuDecodeRows rows, key/value head and item), then one that merges the splits
+// per row (a block per 32 value features and row, whose threads share the row's splits). A block
+// keeps its split's scores and probabilities in shared memory, so the split is a constant: the
+// resolved gpu_decode_split_keys (default 128, a multiple of 32 up to 256), which the stage must
+// have been defined with (define_decode_attention with DecodeSplit::Fixed).
 void schedule_decode_attention_gpu(DecodeAttentionStage &a, int split_keys);
 
 // A rotary angle table (the cos or the sin of define_rope_angles), at root on the host.

@@ -1,0 +1,152 @@
+// schedule_decode_attention_gpu (declared and described in schedule_gpu.h): the split-KV decode
+// kernel and the merge of its splits.
+#include "schedule_gpu.h"
+
+namespace attngen {
+
+using namespace Halide;
+
+namespace {
+
+// Outputs, and stages whose reads reach the mask inputs, must not run past their extents.
+constexpr TailStrategy kExact = TailStrategy::GuardWithIf;
+
+// The split-KV decode's blocks: rows of one key/value head (query heads of its group times
+// queries), keys per thread row (a warp); the merge's value features per block (a warp), and
+// its groups of splits, summed side by side. Rows past a call's last (a group of 4 at one query
+// filled half of a block of 8) are computed and dropped: blocks of 8 rows to 4 took long-decode's
+// split kernel from 303 to 194 us, llama3-8b-decode's from 62 to 60 (ncu, H200, 2026-12-04).
+constexpr int kGpuDecodeRows = 4;
+constexpr int kKeyThreads = kGpuDecodeKeyThreads;
+constexpr int kMergeThreads = 32;
+constexpr int kMergeGroups = 8;
+// A split-KV decode thread's value features, so that a warp's kKeyThreads threads span every
+// column of a head of kMaxDecodeValueHead (CUDA's largest; the split's two statistics too) in
+// one pass, wider heads in more; and its keys per unrolled step (independent reads in flight).
+constexpr int kMaxDecodeValueHead = 128;
+constexpr int kDecodeValueTile = (kMaxDecodeValueHead + 2 + kKeyThreads - 1) / kKeyThreads;
+constexpr int kDecodeKeyUnroll = 4;
+// Every split, a multiple of kKeyThreads keys, is then whole unrolled steps.
+static_assert(kKeyThreads % kDecodeKeyUnroll == 0);
+
+}  // namespace
+
+// Keys per split: 128 make 32 blocks per key/value head at a cache of 4096; 96 for gpt2-decode's
+// 12 heads at 1024 (48 with splits of 256, on 132 SMs). On an H200, splits of 256 then 128
+// alternated, two passes (bench/RESULTS.md, 2026-12-04): gpt2-decode 0.291 -> 0.227 ms,
+// llama3-8b-decode 0.439 -> 0.368, long-decode (32768 keys) 0.630 -> 0.672 while its merge
+// summed each row's splits in one thread; with the merge below, 128 beat 256 there too (split
+// kernel 273 against 303 us, merge 10 against 8).
+void schedule_decode_attention_gpu(DecodeAttentionStage &a, int split_keys) {
+    const Var &j = a.j, &r = a.r, &c = a.c, &hk = a.hk, &b = a.b, &u = a.u, &s = a.s;
+    schedule_elementwise_gpu(a.q_rows);
+
+    // A block per (split, row block, key/value head and item). Its threads are kKeyThreads
+    // keys (or value features) by kGpuDecodeRows rows; a split's scores and probabilities sit in
+    // shared memory, its statistics too. Each thread sums the products of kDecodeValueTile
+    // neighbouring value features (and the split's two statistics, as two more columns) over
+    // the split's keys in registers, kDecodeKeyUnroll keys per step. With one column per thread
+    // and the head's columns in a serial loop around the threads, each pass one read per key,
+    // this kernel took 166 us of a llama3-8b-decode step (ncu, H200), now 125; the steps ran
+    // 1.09-1.16x faster at the llama3 and long-decode shapes (bench/RESULTS.md, 2026-11-28).
+    // Unrolling the scores' feature loop as well made the kernel slower: by 8 2.4x; by 2 and 4,
+    // with rows of 4, long-decode's 194 us became 311 and 449 (ncu, H200, 2026-12-04).
+    Var ro("ro"), ri("ri"), co("co"), cx("cx"), ci("ci"), ct("ct"), hb("hb");
+    a.split_out.compute_root()
+        .split(r, ro, ri, kGpuDecodeRows, kExact)
+        .split(c, co, cx, kKeyThreads * kDecodeValueTile, kExact)
+        .split(cx, ci, ct, kDecodeValueTile)
+        .reorder(ct, ci, ri, co, s, ro, hk, b)
+        .fuse(hk, b, hb)
+        .gpu_blocks(s, ro, hb)
+        .gpu_threads(ci, ri)
+        .unroll(ct);
+    const LoopLevel block(a.split_out, s);
+    // Every per-block buffer covers the block's one split and its kGpuDecodeRows rows: constant
+    // sizes, as shared memory needs. Rows past the call's last read the last query (clamped in
+    // the algorithm) and are never written out.
+    Var jo("jo"), ji("ji");
+    a.score.compute_at(block)
+        .bound_extent(j, split_keys)
+        .bound_extent(r, kGpuDecodeRows)
+        .split(j, jo, ji, kKeyThreads)
+        .reorder(jo, ji, r)
+        .gpu_threads(ji, r)
+        .unroll(jo);
+    a.probs.compute_at(block)
+        .bound_extent(a.k, split_keys)
+        .bound_extent(s, 1)
+        .bound_extent(r, kGpuDecodeRows)
+        .split(a.k, jo, ji, kKeyThreads)
+        .reorder(jo, ji, r, s)
+        .gpu_threads(ji, r);
+    // The dot products run along head_dim in each thread, its keys' sums side by side (jo
+    // unrolled inside the feature loop: independent reads); the keys of one position block are
+    // contiguous, so a warp's 32 keys are one coalesced read per feature.
+    a.score.update()
+        .split(j, jo, ji, kKeyThreads)
+        .reorder(jo, a.r_dot, ji, r)
+        .gpu_threads(ji, r)
+        .unroll(jo);
+    for (Func lanes : {a.max_lanes, a.sum_lanes}) {
+        lanes.compute_at(block)
+            .bound_extent(s, 1)
+            .bound_extent(r, kGpuDecodeRows)
+            .gpu_threads(u, r);
+        lanes.update().gpu_threads(u, r);
+    }
+    for (Func row : {a.split_max, a.split_sum}) {
+        row.compute_at(block).bound_extent(s, 1).bound_extent(r, kGpuDecodeRows).gpu_threads(r);
+        row.update().gpu_threads(r);
+    }
+    RVar rko("rko"), rki("rki");
+    a.split_acc.compute_at(a.split_out, ci).bound_extent(c, kDecodeValueTile).unroll(c);
+    a.split_acc.update()
+        .split(a.r_keys, rko, rki, kDecodeKeyUnroll)
+        .reorder(c, rki, rko)
+        .unroll(c)
+        .unroll(rki);
+
+    // The merge: a block per kMergeThreads value features, row and (key/value head, item). Its
+    // threads share the row's splits: the overall maximum and sum in kMergeThreads lanes, the
+    // weighted outputs in kMergeGroups groups of splits, each group's sums added up at the end.
+    // One thread per feature summing every split of its row, 32 blocks of 32 threads at
+    // long-decode (256 splits), took 98 us of a step whose split kernel took 302 (ncu, H200,
+    // 2026-12-04); llama3-8b-decode 26 of 62.
+    Var mo("mo"), mi("mi"), mb("mb"), lane("merge_lane"), group("merge_group");
+    a.rows_out.compute_root()
+        .split(c, mo, mi, kMergeThreads, kExact)
+        .reorder(mi, mo, r, hk, b)
+        .fuse(hk, b, mb)
+        .gpu_blocks(mo, r, mb)
+        .gpu_threads(mi);
+    // Each thread's partial result in registers, stored to shared memory once (a wrapper):
+    // computed in shared memory, every step loaded and stored it.
+    const auto per_thread = [&](Func partial, Func consumer) {
+        Func stored = partial.in(consumer);
+        stored.compute_at(a.rows_out, mo);
+        partial.compute_at(stored, stored.args()[0]);
+        return stored;
+    };
+    RVar so("so"), si("si");
+    for (Func total : {a.total_max, a.total_sum}) {
+        Func lanes = total.update()
+                         .split(a.r_splits, so, si, kMergeThreads, TailStrategy::GuardWithIf)
+                         .rfactor(si, lane);
+        per_thread(lanes, total).gpu_threads(lane);
+        total.compute_at(a.rows_out, mo);
+    }
+    RVar go("go"), gi("gi"), goo("goo"), goi("goi");
+    Func groups = a.merged.update()
+                      .split(a.r_splits, go, gi, kMergeGroups, TailStrategy::GuardWithIf)
+                      .rfactor(gi, group);
+    per_thread(groups, a.merged)
+        .bound_extent(c, kMergeThreads)
+        .reorder(c, group)
+        .gpu_threads(c, group);
+    // Splits kDecodeKeyUnroll at a time: independent reads in flight.
+    groups.update().split(go, goo, goi, kDecodeKeyUnroll, TailStrategy::GuardWithIf).unroll(goi);
+    a.merged.compute_at(a.rows_out, mi);
+}
+
+}  // namespace attngen
