@@ -8,9 +8,6 @@ using namespace Halide;
 
 namespace {
 
-// Outputs, and stages whose reads reach the mask inputs, must not run past their extents.
-constexpr TailStrategy kExact = TailStrategy::GuardWithIf;
-
 // Value features handled by one thread's column of the attention output (the rest of the head
 // is a serial loop around the threads): 16 x query_block threads per block.
 constexpr int kFeatureThreads = 16;
@@ -52,8 +49,8 @@ Var gpu_query_blocks(Func f, const Var &x, const Var &i, const Var &h, const Var
                      int x_threads) {
     Var io("io"), ii("ii"), xo("xo"), xi("xi");
     f.compute_root()
-        .split(i, io, ii, rows, kExact)
-        .split(x, xo, xi, x_threads, kExact)
+        .split(i, io, ii, rows, kGpuExact)
+        .split(x, xo, xi, x_threads, kGpuExact)
         .reorder(xi, ii, xo, io, h, b)
         .gpu_blocks(io, h, b)
         .gpu_threads(xi, ii);
@@ -113,7 +110,7 @@ void tile_projection_result(Stage result, const ProjectionStage &p, int rows, in
                             const std::string &path) {
     Var ob(path + "ob"), nb(path + "nb"), oi(path + "oi"), ni(path + "ni"), ot(path + "ot"),
         nt(path + "nt"), ox(path + "ox"), nx(path + "nx");
-    result.tile(p.o, p.n, ob, nb, oi, ni, kWeightPadding, rows, kExact)
+    result.tile(p.o, p.n, ob, nb, oi, ni, kWeightPadding, rows, kGpuExact)
         .tile(oi, ni, ot, nt, ox, nx, kProjectionThreadTile, row_tile)
         .reorder(ox, nx, ot, nt, ob, nb)
         .gpu_blocks(ob, nb)
@@ -139,7 +136,7 @@ void schedule_few_rows_gpu(ProjectionStage &p, const GpuScheduleKnobs &knobs) {
     const int columns = knobs.gpu_few_rows_columns;
     Var ob("few_ob"), oi("few_oi"), ot("few_ot"), ox("few_ox"), to("to"), tx("tx");
     Stage few = p.result.specialize(p.rows <= p.few_rows);
-    few.split(p.o, ob, oi, columns, kExact)
+    few.split(p.o, ob, oi, columns, kGpuExact)
         .split(oi, ot, ox, tile)
         .reorder(ox, ot, ob, p.n)
         .gpu_blocks(ob, p.n)
@@ -353,7 +350,7 @@ void schedule_attention_gpu(AttentionStage &a, const GpuScheduleKnobs &requested
         Func score_tiles = a.packed.score.in();
         Var jb("jb"), ib("ib"), ji("ji"), ii("ii"), jt("jt"), it("it"), jx("jx"), ix("ix");
         score_tiles.compute_root()
-            .tile(j, i, jb, ib, ji, ii, kScoreBlockKeys, kScoreBlockQueries, kExact)
+            .tile(j, i, jb, ib, ji, ii, kScoreBlockKeys, kScoreBlockQueries, kGpuExact)
             .tile(ji, ii, jt, it, jx, ix, kScoreThreadTile, kScoreThreadTile)
             .reorder(jx, ix, jt, it, jb, ib, h, b)
             .fuse(h, b, h)
@@ -449,9 +446,9 @@ void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs
     // One GPU block per (query block, head, item).
     Var qb("qb"), iq("iq"), it("it"), ix("ix"), co("co"), ci("ci");
     a.out.compute_root()
-        .split(i, qb, iq, query_block, kExact)
+        .split(i, qb, iq, query_block, kGpuExact)
         .split(iq, it, ix, query_tile)
-        .split(c, co, ci, kFeatureThreads, kExact)
+        .split(c, co, ci, kFeatureThreads, kGpuExact)
         .reorder(ix, ci, it, co, qb, h, b)
         .gpu_blocks(qb, h, b)
         .gpu_threads(ci, it);
@@ -570,7 +567,7 @@ void schedule_elementwise_gpu(Func f) {
     Var xo("xo"), yo("yo"), xi("xi"), yi("yi"), zw("zw");
     f.compute_root()
         .fuse(a[2], a[3], zw)
-        .gpu_tile(a[0], a[1], xo, yo, xi, yi, 32, 8, kExact)
+        .gpu_tile(a[0], a[1], xo, yo, xi, yi, 32, 8, kGpuExact)
         .gpu_blocks(xo, yo, zw);
 }
 

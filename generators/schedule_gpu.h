@@ -60,6 +60,10 @@ void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs
 constexpr int kSmallFlashHead = 64;
 GpuScheduleKnobs small_head_flash_knobs(const GpuScheduleKnobs &resolved);
 
+// The tail of a GPU schedule's split where outputs, and stages whose reads reach the mask
+// inputs, must not run past their extents.
+constexpr Halide::TailStrategy kGpuExact = Halide::TailStrategy::GuardWithIf;
+
 // Keys of one split-KV decode block's thread row (a warp): every split is a multiple of it.
 constexpr int kGpuDecodeKeyThreads = 32;
 

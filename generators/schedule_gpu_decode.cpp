@@ -8,26 +8,23 @@ using namespace Halide;
 
 namespace {
 
-// Outputs, and stages whose reads reach the mask inputs, must not run past their extents.
-constexpr TailStrategy kExact = TailStrategy::GuardWithIf;
-
 // The split-KV decode's blocks: rows of one key/value head (query heads of its group times
 // queries), keys per thread row (a warp); the merge's value features per block (a warp), and
 // its groups of splits, summed side by side. Rows past a call's last (a group of 4 at one query
 // filled half of a block of 8) are computed and dropped: blocks of 8 rows to 4 took long-decode's
 // split kernel from 303 to 194 us, llama3-8b-decode's from 62 to 60 (ncu, H200, 2026-12-04).
 constexpr int kGpuDecodeRows = 4;
-constexpr int kKeyThreads = kGpuDecodeKeyThreads;
 constexpr int kMergeThreads = 32;
 constexpr int kMergeGroups = 8;
-// A split-KV decode thread's value features, so that a warp's kKeyThreads threads span every
-// column of a head of kMaxDecodeValueHead (CUDA's largest; the split's two statistics too) in
+// A split-KV decode thread's value features, so that a warp's kGpuDecodeKeyThreads threads span
+// every column of a head of kMaxDecodeValueHead (CUDA's largest; the split's two statistics too) in
 // one pass, wider heads in more; and its keys per unrolled step (independent reads in flight).
 constexpr int kMaxDecodeValueHead = 128;
-constexpr int kDecodeValueTile = (kMaxDecodeValueHead + 2 + kKeyThreads - 1) / kKeyThreads;
+constexpr int kDecodeValueTile =
+    (kMaxDecodeValueHead + 2 + kGpuDecodeKeyThreads - 1) / kGpuDecodeKeyThreads;
 constexpr int kDecodeKeyUnroll = 4;
-// Every split, a multiple of kKeyThreads keys, is then whole unrolled steps.
-static_assert(kKeyThreads % kDecodeKeyUnroll == 0);
+// Every split, a multiple of kGpuDecodeKeyThreads keys, is then whole unrolled steps.
+static_assert(kGpuDecodeKeyThreads % kDecodeKeyUnroll == 0);
 
 }  // namespace
 
@@ -41,7 +38,7 @@ void schedule_decode_attention_gpu(DecodeAttentionStage &a, int split_keys) {
     const Var &j = a.j, &r = a.r, &c = a.c, &hk = a.hk, &b = a.b, &u = a.u, &s = a.s;
     schedule_elementwise_gpu(a.q_rows);
 
-    // A block per (split, row block, key/value head and item). Its threads are kKeyThreads
+    // A block per (split, row block, key/value head and item). Its threads are kGpuDecodeKeyThreads
     // keys (or value features) by kGpuDecodeRows rows; a split's scores and probabilities sit in
     // shared memory, its statistics too. Each thread sums the products of kDecodeValueTile
     // neighbouring value features (and the split's two statistics, as two more columns) over
@@ -53,8 +50,8 @@ void schedule_decode_attention_gpu(DecodeAttentionStage &a, int split_keys) {
     // with rows of 4, long-decode's 194 us became 311 and 449 (ncu, H200, 2026-12-04).
     Var ro("ro"), ri("ri"), co("co"), cx("cx"), ci("ci"), ct("ct"), hb("hb");
     a.split_out.compute_root()
-        .split(r, ro, ri, kGpuDecodeRows, kExact)
-        .split(c, co, cx, kKeyThreads * kDecodeValueTile, kExact)
+        .split(r, ro, ri, kGpuDecodeRows, kGpuExact)
+        .split(c, co, cx, kGpuDecodeKeyThreads * kDecodeValueTile, kGpuExact)
         .split(cx, ci, ct, kDecodeValueTile)
         .reorder(ct, ci, ri, co, s, ro, hk, b)
         .fuse(hk, b, hb)
@@ -69,7 +66,7 @@ void schedule_decode_attention_gpu(DecodeAttentionStage &a, int split_keys) {
     a.score.compute_at(block)
         .bound_extent(j, split_keys)
         .bound_extent(r, kGpuDecodeRows)
-        .split(j, jo, ji, kKeyThreads)
+        .split(j, jo, ji, kGpuDecodeKeyThreads)
         .reorder(jo, ji, r)
         .gpu_threads(ji, r)
         .unroll(jo);
@@ -77,14 +74,14 @@ void schedule_decode_attention_gpu(DecodeAttentionStage &a, int split_keys) {
         .bound_extent(a.k, split_keys)
         .bound_extent(s, 1)
         .bound_extent(r, kGpuDecodeRows)
-        .split(a.k, jo, ji, kKeyThreads)
+        .split(a.k, jo, ji, kGpuDecodeKeyThreads)
         .reorder(jo, ji, r, s)
         .gpu_threads(ji, r);
     // The dot products run along head_dim in each thread, its keys' sums side by side (jo
     // unrolled inside the feature loop: independent reads); the keys of one position block are
     // contiguous, so a warp's 32 keys are one coalesced read per feature.
     a.score.update()
-        .split(j, jo, ji, kKeyThreads)
+        .split(j, jo, ji, kGpuDecodeKeyThreads)
         .reorder(jo, a.r_dot, ji, r)
         .gpu_threads(ji, r)
         .unroll(jo);
@@ -115,7 +112,7 @@ void schedule_decode_attention_gpu(DecodeAttentionStage &a, int split_keys) {
     // 2026-12-04); llama3-8b-decode 26 of 62.
     Var mo("mo"), mi("mi"), mb("mb"), lane("merge_lane"), group("merge_group");
     a.rows_out.compute_root()
-        .split(c, mo, mi, kMergeThreads, kExact)
+        .split(c, mo, mi, kMergeThreads, kGpuExact)
         .reorder(mi, mo, r, hk, b)
         .fuse(hk, b, mb)
         .gpu_blocks(mo, r, mb)

@@ -34,6 +34,22 @@ if [ "$build_root" != "$PWD" ] && [ ! -e "$build_root" ]; then
     mkdir -p "$(dirname "$build_root")" && ln -s "$PWD" "$build_root"
 fi
 
+# The bench binary of the build in .gpu-base (ab, ab-kernels), unpacked into a new folder whose
+# path it prints; nothing and a message where there is none.
+unpack_base_bench() {
+    if [ ! -f .gpu-base/bundle.tar.xz ]; then
+        echo "$1: no .gpu-base/bundle.tar.xz (see the notes above)" >&2
+        return 1
+    fi
+    local dir
+    dir=$(mktemp -d)
+    if ! tar -C "$dir" -xJf .gpu-base/bundle.tar.xz build/bench/attngen_bench_device; then
+        rm -rf "$dir"
+        return 1
+    fi
+    echo "$dir"
+}
+
 shapes="tutorial bert-128 bert-512 bert-512-b8 gpt2-causal long-causal long-single long-self-32k"
 for phase in "$@"; do
     echo "=== $phase $(date -u +%T)"
@@ -150,12 +166,7 @@ for phase in "$@"; do
             "$out/$phase.log" | sort | uniq -c | head -40
         ;;
     ab)
-        if [ ! -f .gpu-base/bundle.tar.xz ]; then
-            echo "ab: no .gpu-base/bundle.tar.xz (see the notes above)"
-            continue
-        fi
-        base=$(mktemp -d)
-        tar -C "$base" -xJf .gpu-base/bundle.tar.xz || continue
+        base=$(unpack_base_bench ab) || continue
         # The float32 decode steps by default, not every decode row: passes over those took
         # 80-100 s each on an H200 (2026-11-28), and each side here runs one per pass.
         filter=${ATTNGEN_GPU_BENCH_FILTER:-^decode_device/(gpt2-decode|llama3-8b-decode|long-decode)/}
@@ -180,16 +191,9 @@ for phase in "$@"; do
         # Per-kernel device times (ncu's gpu__time_duration, the first launches of kernels
         # matching ATTNGEN_GPU_NCU_KERNELS) of the .gpu-base build and this one, for each decode
         # shape: where ab's step times move by less than their noise.
-        if [ ! -f .gpu-base/bundle.tar.xz ]; then
-            echo "ab-kernels: no .gpu-base/bundle.tar.xz (see the notes above)"
-            continue
-        fi
-        base=$(mktemp -d)
-        if ! tar -C "$base" -xJf .gpu-base/bundle.tar.xz build/bench/attngen_bench_device; then
-            rm -rf "$base"
-            continue
-        fi
-        for shape in ${ATTNGEN_GPU_AB_SHAPES:-gpt2-decode llama3-8b-decode llama3-8b-decode-b8 long-decode}; do
+        base=$(unpack_base_bench ab-kernels) || continue
+        ab_shapes="gpt2-decode llama3-8b-decode llama3-8b-decode-b8 long-decode"
+        for shape in ${ATTNGEN_GPU_AB_SHAPES:-$ab_shapes}; do
             for side in base new; do
                 bin=build/bench/attngen_bench_device
                 [ "$side" = base ] && bin="$base/build/bench/attngen_bench_device"
@@ -199,8 +203,10 @@ for phase in "$@"; do
                     --metrics gpu__time_duration.sum "$bin" \
                     --benchmark_filter="^decode_device/$shape/" --benchmark_min_time=0.01 \
                     >"$log" 2>&1
-                echo "$shape $side (ncu exit $?)" $(grep '^"[0-9]' "$log" | awk -F'","' '{print $5 "=" $NF}' |
-                    sed 's/^_kernel_//; s/_s0_[^=]*=/=/; s/"$/ ns/') | tee -a "$out/ab_kernels.txt"
+                status=$?
+                times=$(grep '^"[0-9]' "$log" | awk -F'","' '{print $5 "=" $NF}' |
+                    sed 's/^_kernel_//; s/_s0_[^=]*=/=/; s/"$/ ns/' | tr '\n' ' ')
+                echo "$shape $side (ncu exit $status) $times" | tee -a "$out/ab_kernels.txt"
             done
         done
         rm -rf "$base"

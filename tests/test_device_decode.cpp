@@ -83,8 +83,8 @@ TEST_P(DeviceDecode, SplitAndRowBlockEdges) {
 }
 
 // A long cache: a merge of 131 and 129 splits, more than its threads' lanes and groups
-// (schedule_gpu_decode.cpp), so each lane and group sums several, the last ones a part; one query per
-// call, then two.
+// (schedule_gpu_decode.cpp), so each lane and group sums several, the last ones a part; one query
+// per call, then two.
 TEST_P(DeviceDecode, LongCacheMergesManySplits) {
     CheckCrossAttentionAppendsTheMemoryOnce(Base(), 1, 2, 16643);
     CheckCrossAttentionAppendsTheMemoryOnce(Base(), 2, 1, 16385);
