@@ -894,6 +894,11 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         output.set_estimates({{0, kEstModel}, {0, 1}});
         if (using_autoscheduler()) return;
         if (t.has_gpu_feature()) {
+            // Only the kernel that needs them: the default one stays the kernel that was timed.
+            if (resolve_gpu_knobs(gpu_knobs()).gpu_decode_rows_per_thread != 1) {
+                constrain_device_cache_layout(k_cache);
+                constrain_device_cache_layout(v_cache);
+            }
             schedule_projection_gpu(pq, gpu_knobs());
             schedule_projection_gpu(po, gpu_knobs(), ProjectionResult::Output);
             return;
@@ -990,7 +995,7 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         in.key_limit = max(key_limit, 1);
         const int split_keys = resolve_gpu_knobs(gpu_knobs()).gpu_decode_split_keys;
         DecodeAttentionStage a = define_decode_attention(in, split_keys, DecodeSplit::Fixed);
-        if (!using_autoscheduler()) schedule_decode_attention_gpu(a, split_keys);
+        if (!using_autoscheduler()) schedule_decode_attention_gpu(a, gpu_knobs());
         return a.out;
     }
 

@@ -254,6 +254,12 @@ GpuScheduleKnobs resolve_gpu_knobs(GpuScheduleKnobs k) {
     k.gpu_few_rows_split = pick(k.gpu_few_rows_split, 32);
     k.gpu_few_rows_columns = pick(k.gpu_few_rows_columns, kWeightPadding);
     k.gpu_decode_split_keys = pick(k.gpu_decode_split_keys, 128);
+    k.gpu_decode_rows_per_thread = pick(k.gpu_decode_rows_per_thread, 1);
+    if (k.gpu_decode_rows_per_thread != 1 && k.gpu_decode_rows_per_thread != kGpuDecodeRows) {
+        throw CompileError("gpu_decode_rows_per_thread must be 1 or " +
+                           std::to_string(kGpuDecodeRows) + ", got " +
+                           std::to_string(k.gpu_decode_rows_per_thread));
+    }
     if (k.gpu_decode_split_keys % kGpuDecodeKeyThreads != 0) {
         throw CompileError("gpu_decode_split_keys must be a multiple of " +
                            std::to_string(kGpuDecodeKeyThreads) + ", got " +

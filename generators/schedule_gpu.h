@@ -5,6 +5,7 @@
 #define ATTNGEN_GENERATORS_SCHEDULE_GPU_H
 
 #include "Halide.h"
+#include "layout.h"
 #include "schedule_knobs.h"
 #include "stages.h"
 
@@ -66,14 +67,37 @@ constexpr Halide::TailStrategy kGpuExact = Halide::TailStrategy::GuardWithIf;
 
 // Keys of one split-KV decode block's thread row (a warp): every split is a multiple of it.
 constexpr int kGpuDecodeKeyThreads = 32;
+// Rows (query heads of one key/value head times queries) per split-KV decode block.
+constexpr int kGpuDecodeRows = 4;
 
 // The split-KV decode (FlashDecoding, schedule_gpu_decode.cpp): one kernel with a GPU block per
 // (split, block of kGpuDecodeRows rows, key/value head and item), then one that merges the splits
 // per row (a block per 32 value features and row, whose threads share the row's splits). A block
 // keeps its split's scores and probabilities in shared memory, so the split is a constant: the
 // resolved gpu_decode_split_keys (default 128, a multiple of 32 up to 256), which the stage must
-// have been defined with (define_decode_attention with DecodeSplit::Fixed).
-void schedule_decode_attention_gpu(DecodeAttentionStage &a, int split_keys);
+// have been defined with (define_decode_attention with DecodeSplit::Fixed). The resolved
+// gpu_decode_rows_per_thread picks the split kernel's threads: a warp per row (1, the default),
+// or every row of the block per thread, so that the block reads each key and value once
+// (kGpuDecodeRows; its 16-byte value loads need the cache laid out as the runtime allocates it).
+void schedule_decode_attention_gpu(DecodeAttentionStage &a, const GpuScheduleKnobs &knobs);
+
+// A device KV cache's buffer (the keys' or the values', as MhaDecodeGenerator takes them)
+// constrained to the layout the runtime allocates (kv_cache.cpp: dense, from 0, at a device
+// allocation's alignment), so that Halide proves a split-KV thread's values one aligned 16-byte
+// load; a buffer laid out otherwise is refused with an error.
+template <typename CacheBuffer>
+void constrain_device_cache_layout(CacheBuffer &cache) {
+    static_assert(kCacheValuePanel == kCacheKeyBlock);
+    cache.set_host_alignment(16);
+    cache.dim(0).set_extent(kCacheValuePanel);
+    Halide::Expr stride = kCacheValuePanel;
+    for (int i = 0; i < 5; i++) {
+        cache.dim(i).set_min(0);
+        if (i == 0) continue;
+        cache.dim(i).set_stride(stride);
+        stride = stride * cache.dim(i).extent();
+    }
+}
 
 // A rotary angle table (the cos or the sin of define_rope_angles), at root on the host.
 void schedule_rope_angles_gpu(Halide::Func angles, const RopeInputs &rope);

@@ -45,8 +45,9 @@
 // (schedule_gpu.h, kSmallFlashHead): 128 keys or value tiles of 8 would pass it. The few-row
 // knobs have their defaults as their one tuner value: the tuner times the forward at its shapes'
 // many rows, which never take that path, so other values would only multiply its draws; a build
-// sets them (ATTNGEN_GPU_SCHEDULE_PARAMS) to time them on decoding. gpu_decode_split_keys
-// likewise (the decode kernel alone reads it; the tuner does not search it).
+// sets them (ATTNGEN_GPU_SCHEDULE_PARAMS) to time them on decoding. gpu_decode_split_keys and
+// gpu_decode_rows_per_thread likewise (the decode kernel alone reads them; the tuner does not
+// search them).
 #define ATTNGEN_GPU_SCHEDULE_KNOBS(KNOB)                                                           \
     KNOB(gpu_gemm_rows, 64, (16, 32, 64), "rows of a GPU projection block of many outputs")        \
     KNOB(gpu_query_block, 64, (4, 8, 16, 32), "queries per GPU attention block")                   \
@@ -57,7 +58,8 @@
     KNOB(gpu_small_head_value_tile, 4, (2, 4), "gpu_value_tile where both head sizes are at most kSmallFlashHead") \
     KNOB(gpu_few_rows_split, 256, (32), "threads sharing each output's reduction in a GPU projection of few rows (decoding)") \
     KNOB(gpu_few_rows_columns, 64, (64), "output features per block of a GPU projection of few rows (4 to 64, dividing 64)") \
-    KNOB(gpu_decode_split_keys, 256, (128), "keys per split of the GPU split-KV decode (a multiple of 32)")
+    KNOB(gpu_decode_split_keys, 256, (128), "keys per split of the GPU split-KV decode (a multiple of 32)") \
+    KNOB(gpu_decode_rows_per_thread, 4, (1), "rows per thread of the GPU split-KV decode: 1 (a warp per row) or 4 (every row of its block)")
 
 #define ATTNGEN_SCHEDULE_KNOBS(KNOB) ATTNGEN_CPU_SCHEDULE_KNOBS(KNOB) ATTNGEN_GPU_SCHEDULE_KNOBS(KNOB)
 // clang-format on

@@ -796,6 +796,19 @@ TEST(Knobs, GpuDecodeSplitsAreWholeWarps) {
     }
 }
 
+// The GPU split-KV decode's rows per thread: a warp per row unless set, or every row of a block
+// (kGpuDecodeRows); refused otherwise with the knob's name.
+TEST(Knobs, GpuDecodeRowsPerThreadAreOneOrTheBlocks) {
+    EXPECT_EQ(attngen::resolve_gpu_knobs({}).gpu_decode_rows_per_thread, 1);
+    attngen::GpuScheduleKnobs k;
+    k.gpu_decode_rows_per_thread = attngen::kGpuDecodeRows;
+    EXPECT_EQ(attngen::resolve_gpu_knobs(k).gpu_decode_rows_per_thread, attngen::kGpuDecodeRows);
+    for (int rows : {2, 3}) {
+        k.gpu_decode_rows_per_thread = rows;
+        EXPECT_TRUE(RefusedNaming(k, "gpu_decode_rows_per_thread")) << rows << " rows a thread";
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // merge_heads: the output projection's operand, row n = l + b * len of every head, whether each
 // row's place is divided where it is read or read from the table (CPU kernels). The lengths are

@@ -1,0 +1,204 @@
+// The GPU split-KV decode (define_decode_attention with schedule_decode_attention_gpu) JIT-compiled
+// for OpenCL, PoCL on machines without a GPU, against a float64 reference: each of its split
+// kernels (gpu_decode_rows_per_thread 1 and 4), so that the one the library's build does not
+// take is checked too. The cache comes in the device layout (constrain_device_cache_layout), so
+// the kernels take the aligned wide loads the library's do.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "Halide.h"
+#include "layout.h"
+#include "schedule_gpu.h"
+#include "stages.h"
+
+namespace {
+
+using namespace Halide;
+using attngen::kCacheKeyBlock;
+using attngen::kCacheValuePanel;
+
+struct DecodeCase {
+    int dk, dv, group, kv_heads, q_len, max_len, causal;
+    std::vector<int> items, lengths;  // per batch row: its cache item and the positions it holds
+    int cache_items;
+
+    std::string name() const {
+        return "dk " + std::to_string(dk) + " dv " + std::to_string(dv) + " group " +
+               std::to_string(group) + " q_len " + std::to_string(q_len) + " max_len " +
+               std::to_string(max_len) + " causal " + std::to_string(causal);
+    }
+};
+
+// The decode stage over buffers in the device cache's layout, one compiled pipeline for every
+// case of one knob setting.
+class DecodePipeline {
+  public:
+    explicit DecodePipeline(int rows_per_thread)
+        : q_(Float(32), 4, "q"),
+          k_(Float(32), 5, "k_cache"),
+          v_(Float(32), 5, "v_cache"),
+          items_(Int(32), 1, "items"),
+          lengths_(Int(32), 1, "lengths") {
+        attngen::constrain_device_cache_layout(k_);
+        attngen::constrain_device_cache_layout(v_);
+        Var j("j"), d("d"), hk("hk"), item("item"), c("c");
+        Func keys("keys"), values("values"), q("q_in"), items("items_in"), lengths("lengths_in");
+        keys(j, d, hk, item) = k_(j % kCacheKeyBlock, d, j / kCacheKeyBlock, hk, item);
+        values(c, j, hk, item) =
+            v_(c % kCacheValuePanel, j, clamp(c / kCacheValuePanel, 0, v_.dim(2).extent() - 1), hk,
+               item);
+        q(d, j, hk, item) = q_(d, j, hk, item);
+        items(j) = items_(j);
+        lengths(j) = lengths_(j);
+        attngen::DecodeInputs in;
+        in.q = q;
+        in.k_cache = keys;
+        in.v_cache = values;
+        in.items = items;
+        in.lengths = lengths;
+        in.dk = q_.dim(0).extent();
+        in.dv = dv_;
+        in.q_len = q_.dim(1).extent();
+        in.group = group_;
+        in.scale = scale_;
+        in.causal = causal_;
+        in.key_limit = max(key_limit_, 1);
+        in.max_len = v_.dim(1).extent();
+        in.max_items = v_.dim(4).extent();
+        attngen::GpuScheduleKnobs knobs;
+        knobs.gpu_decode_rows_per_thread = rows_per_thread;
+        const int split = attngen::resolve_gpu_knobs(knobs).gpu_decode_split_keys;
+        attngen::DecodeAttentionStage a =
+            attngen::define_decode_attention(in, split, attngen::DecodeSplit::Fixed);
+        attngen::schedule_decode_attention_gpu(a, knobs);
+        out_ = a.out;
+        out_.compute_root();
+        target_ = get_host_target().with_feature(Target::OpenCL);
+        out_.compile_jit(target_);
+    }
+
+    Buffer<float> run(const DecodeCase &t, const Buffer<float> &q, const Buffer<float> &k,
+                      const Buffer<float> &v, const Buffer<int> &items,
+                      const Buffer<int> &lengths) {
+        q_.set(q);
+        k_.set(k);
+        v_.set(v);
+        items_.set(items);
+        lengths_.set(lengths);
+        dv_.set(t.dv);
+        group_.set(t.group);
+        scale_.set(1.0f / std::sqrt(float(t.dk)));
+        causal_.set(t.causal);
+        key_limit_.set(*std::max_element(t.lengths.begin(), t.lengths.end()));
+        const int heads = t.group * t.kv_heads, batch = int(t.items.size());
+        Buffer<float> out(t.dv, t.q_len, heads, batch);
+        out_.realize(out, target_);
+        out.copy_to_host();
+        return out;
+    }
+
+  private:
+    ImageParam q_, k_, v_, items_, lengths_;
+    Param<int> dv_{"dv"}, group_{"group"}, causal_{"causal"}, key_limit_{"key_limit"};
+    Param<float> scale_{"scale"};
+    Func out_;
+    Target target_;
+};
+
+// Queries, keys and values uniform in [-1, 1] (keys scaled up so that softmax is far from
+// uniform); the cache's padding past max_len and past the value head huge (finite, as the
+// cache's contract allows): a kernel that lets either reach an output fails.
+void check_case(DecodePipeline &pipeline, const DecodeCase &t, std::mt19937 &rng) {
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    const int heads = t.group * t.kv_heads, batch = int(t.items.size());
+    const int blocks = (t.max_len + kCacheKeyBlock - 1) / kCacheKeyBlock;
+    const int panels = (t.dv + kCacheValuePanel - 1) / kCacheValuePanel;
+    Buffer<float> q(t.dk, t.q_len, heads, batch);
+    Buffer<float> k(kCacheKeyBlock, t.dk, blocks, t.kv_heads, t.cache_items);
+    Buffer<float> v(kCacheValuePanel, t.max_len, panels, t.kv_heads, t.cache_items);
+    q.for_each_value([&](float &x) { x = uniform(rng); });
+    const float huge = 1e30f;
+    k.for_each_element([&](const int *p) {
+        k(p) = p[0] + kCacheKeyBlock * p[2] < t.max_len ? 3.0f * uniform(rng) : huge;
+    });
+    v.for_each_element(
+        [&](const int *p) { v(p) = p[0] + kCacheValuePanel * p[2] < t.dv ? uniform(rng) : huge; });
+    Buffer<int> items(batch), lengths(batch);
+    for (int b = 0; b < batch; ++b) items(b) = t.items[b], lengths(b) = t.lengths[b];
+    // Written on the host after allocation: Halide copies them to the device only if told.
+    for (Buffer<float> *f : {&q, &k, &v}) f->set_host_dirty();
+    for (Buffer<int> *i : {&items, &lengths}) i->set_host_dirty();
+    const Buffer<float> got = pipeline.run(t, q, k, v, items, lengths);
+
+    const double scale = 1.0 / std::sqrt(double(t.dk));
+    for (int b = 0; b < batch; ++b) {
+        const int item = t.items[b], n = t.lengths[b];
+        for (int h = 0; h < heads; ++h) {
+            const int hk = h / t.group;
+            for (int i = 0; i < t.q_len; ++i) {
+                const int last = t.causal ? n - t.q_len + i : n - 1;
+                std::vector<double> logits;
+                for (int j = 0; j <= last && j < n; ++j) {
+                    double dot = 0;
+                    for (int d = 0; d < t.dk; ++d) {
+                        dot += double(q(d, i, h, b)) *
+                               k(j % kCacheKeyBlock, d, j / kCacheKeyBlock, hk, item);
+                    }
+                    logits.push_back(dot * scale);
+                }
+                const double top =
+                    logits.empty() ? 0.0 : *std::max_element(logits.begin(), logits.end());
+                double sum = 0;
+                for (double &l : logits) sum += (l = std::exp(l - top));
+                for (int cv = 0; cv < t.dv; ++cv) {
+                    double want = 0;
+                    for (size_t j = 0; j < logits.size(); ++j) {
+                        want += logits[j] / sum *
+                                v(cv % kCacheValuePanel, int(j), cv / kCacheValuePanel, hk, item);
+                    }
+                    ASSERT_NEAR(got(cv, i, h, b), want, 2e-5)
+                        << t.name() << ": batch row " << b << " head " << h << " query " << i
+                        << " feature " << cv;
+                }
+            }
+        }
+    }
+}
+
+class GpuDecodeStage : public ::testing::TestWithParam<int> {};
+
+TEST_P(GpuDecodeStage, MatchesTheReferenceAtBlockAndTileEdges) {
+    const Target target = get_host_target().with_feature(Target::OpenCL);
+    if (!host_supports_target_device(target)) GTEST_SKIP() << "no OpenCL device";
+    DecodePipeline pipeline(GetParam());
+    std::mt19937 rng(20261204);
+    const std::vector<DecodeCase> cases = {
+        // llama3's heads: a group of 4 fills a block of rows; one split, then 3 with a short
+        // last one, one item empty.
+        {128, 128, 4, 2, 1, 300, 2, {1, 0, 2}, {100, 300, 0}, 3},
+        // Odd head sizes (the score loop's unrolled tail, the value vectors past the head), a
+        // group of 5 (a second block of rows, 3 of them past the last), 2 queries, causal.
+        {37, 33, 5, 1, 2, 130, 2, {0, 1}, {130, 61}, 2},
+        // One query head per key/value head (gpt2), value heads wider than a block's columns.
+        {64, 160, 1, 3, 1, 257, 0, {0}, {257}, 1},
+        // Every position visible to one of 3 queries, a cache of one position.
+        {16, 8, 2, 1, 3, 1, 0, {0, 0}, {1, 1}, 1},
+    };
+    for (const DecodeCase &t : cases) {
+        SCOPED_TRACE(t.name());
+        check_case(pipeline, t, rng);
+        if (HasFatalFailure()) return;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(RowsPerThread, GpuDecodeStage, ::testing::Values(1, 4),
+                         [](const ::testing::TestParamInfo<int> &p) {
+                             return "rows_per_thread_" + std::to_string(p.param);
+                         });
+
+}  // namespace
