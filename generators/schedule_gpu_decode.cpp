@@ -1,7 +1,5 @@
 // schedule_decode_attention_gpu (declared and described in schedule_gpu.h): the split-KV decode
 // kernel and the merge of its splits.
-#include <algorithm>
-
 #include "schedule_gpu.h"
 
 namespace attngen {
@@ -10,21 +8,24 @@ using namespace Halide;
 
 namespace {
 
-// The split-KV decode's blocks are kGpuDecodeKeyThreads by kGpuDecodeRows threads. Rows past a
-// call's last (a group of 4 at one query filled half of a block of 8) are computed and dropped:
-// blocks of 8 rows to 4 took long-decode's split kernel from 303 to 194 us, llama3-8b-decode's
-// from 62 to 60 (ncu, H200, 2026-12-04, a warp per row).
 // Keys per unrolled step of a thread's probs x values: independent reads in flight.
 constexpr int kDecodeKeyUnroll = 4;
 // The merge's value features per block (a warp), and its groups of splits, summed side by side.
 constexpr int kMergeThreads = 32;
 constexpr int kMergeGroups = 8;
 
-// A wrapper of partial that consumer (every consumer where none is given) reads, stored at
-// `at`: the schedule computes partial per thread inside it, in registers, so that each result is
-// stored once. Computed in shared memory, every step of a reduction loaded and stored it.
+// A wrapper of partial that consumer reads, stored at `at`: the schedule computes partial per
+// thread inside it, in registers, so that each result is stored once. Computed in shared memory,
+// every step of a reduction loaded and stored it.
 Func stored_once(Func partial, Func consumer, const LoopLevel &at) {
-    Func stored = consumer.defined() ? partial.in(consumer) : partial.in();
+    Func stored = partial.in(consumer);
+    stored.compute_at(at);
+    return stored;
+}
+
+// The same, read by every consumer of partial.
+Func stored_once(Func partial, const LoopLevel &at) {
+    Func stored = partial.in();
     stored.compute_at(at);
     return stored;
 }
@@ -116,8 +117,8 @@ void schedule_split_warp_per_row(DecodeAttentionStage &a, int split_keys) {
 }
 
 // gpu_decode_rows_per_thread kGpuDecodeRows: every row of the block per thread.
-// A value thread's features: one 16-byte load of a key's values (a panel of the cache holds
-// whole vectors of them).
+// A value thread's features: one load of a key's values, 16 bytes (8 from a 16-bit cache); a
+// panel of the cache holds whole vectors of them.
 constexpr int kDecodeValueVector = 4;
 // Value threads split a split's keys into one group per warp, summed at the end.
 constexpr int kDecodeKeyGroups = kGpuDecodeRows;
@@ -126,14 +127,6 @@ constexpr int kDecodeFeatureUnroll = 4;
 // Every split (a multiple of kGpuDecodeKeyThreads) is then whole unrolled steps of each group.
 static_assert(kGpuDecodeKeyThreads % (kDecodeKeyGroups * kDecodeKeyUnroll) == 0);
 
-// The score threads' keys per pass, one each: the most of a block's threads whose keys divide
-// the split.
-int score_keys_per_pass(int split_keys) {
-    int keys = kGpuDecodeKeyThreads * kGpuDecodeRows;
-    while (split_keys % keys != 0) keys -= kGpuDecodeKeyThreads;
-    return keys;
-}
-
 void schedule_split_rows_per_thread(DecodeAttentionStage &a, int split_keys) {
     const Var &j = a.j, &r = a.r, &c = a.c, &hk = a.hk, &b = a.b, &s = a.s;
     // A block per (split, row block, key/value head and item). Each cached key and value of the
@@ -141,9 +134,12 @@ void schedule_split_rows_per_thread(DecodeAttentionStage &a, int split_keys) {
     // rows' queries in shared memory, one 16-byte load per feature), a value thread
     // kDecodeValueVector features of every row over one group of the split's keys (a 16-byte
     // load of values and one of the rows' probabilities per key), its sums in registers. With a
-    // warp per row, each reading every key and value of the split, long-decode's kernel waited
-    // on loads 74% of its time (ncu, H200, 2026-12-04): a block's four warps loaded the same
-    // bytes, one at a time. Checked through PoCL; not yet timed on a GPU, so not the default.
+    // warp per row, each reading every key and value of the split, 74% of long-decode's stalls
+    // were waits on loads (ncu, H200, 2026-12-04, blocks of 8 rows then, its L1 hit rate 93%:
+    // the warps' copies of one another's loads). Checked through PoCL; not yet timed on a GPU,
+    // so not the default. Its shared memory grows with the head sizes (the queries, the groups'
+    // sums): about 16 KiB at CUDA's largest heads (128), 52 KiB at heads of 512, past the 48 KiB
+    // of local memory of many OpenCL devices.
     Var ro("ro"), ri("ri"), co("co"), ci("ci"), hb("hb");
     a.split_out.compute_root()
         .split(r, ro, ri, kGpuDecodeRows, kGpuExact)
@@ -163,24 +159,24 @@ void schedule_split_rows_per_thread(DecodeAttentionStage &a, int split_keys) {
         .reorder(dq, dt, r, hk, b)
         .gpu_threads(dt, r);
 
-    // Scores: one key per thread, every row's dot product in registers.
+    // Scores: one key per thread and pass of the block's threads over the split, every row's dot
+    // product in registers.
     Var jo("jo"), jx("jx"), jy("jy"), ji("ji");
-    Func scores = stored_once(a.score, Func(), block);
+    Func scores = stored_once(a.score, block);
     scores.bound_extent(j, split_keys)
         .bound_extent(r, kGpuDecodeRows)
-        .split(j, jo, jx, score_keys_per_pass(split_keys))
+        .split(j, jo, jx, kGpuDecodeKeyThreads * kGpuDecodeRows, TailStrategy::GuardWithIf)
         .split(jx, jy, ji, kGpuDecodeKeyThreads)
         .reorder(r, jo, ji, jy, hk, b)
         .gpu_threads(ji, jy)
         .unroll(r)
         .unroll(jo);
-    a.score.compute_at(scores, ji).reorder(r, j).vectorize(r).unroll(j);
+    a.score.compute_at(scores, jo).reorder(r, j).vectorize(r);
     RVar fo("fo"), fi("fi");
     a.score.update()
         .split(a.r_dot, fo, fi, kDecodeFeatureUnroll, TailStrategy::GuardWithIf)
         .reorder(r, j, fi, fo)
         .vectorize(r)
-        .unroll(j)
         .unroll(fi);
 
     schedule_split_softmax(a, block);
@@ -253,11 +249,11 @@ void schedule_merge(DecodeAttentionStage &a) {
         partial.compute_at(stored, stored.args()[0]);
         return stored;
     };
-    RVar mso("so"), msi("si");
+    RVar so("so"), si("si");
     for (Func total : {a.total_max, a.total_sum}) {
         Func lanes = total.update()
-                         .split(a.r_splits, mso, msi, kMergeThreads, TailStrategy::GuardWithIf)
-                         .rfactor(msi, lane);
+                         .split(a.r_splits, so, si, kMergeThreads, TailStrategy::GuardWithIf)
+                         .rfactor(si, lane);
         per_thread(lanes, total).gpu_threads(lane);
         total.compute_at(a.rows_out, mo);
     }
@@ -282,7 +278,7 @@ void schedule_merge(DecodeAttentionStage &a) {
 // 12 heads at 1024 (48 with splits of 256, on 132 SMs). On an H200, splits of 256 then 128
 // alternated, two passes (bench/RESULTS.md, 2026-12-04): gpt2-decode 0.291 -> 0.227 ms,
 // llama3-8b-decode 0.439 -> 0.368, long-decode (32768 keys) 0.630 -> 0.672 while its merge
-// summed each row's splits in one thread; with the merge below, 128 beat 256 there too (split
+// summed each row's splits in one thread; with schedule_merge's, 128 beat 256 there too (split
 // kernel 273 against 303 us, merge 10 against 8).
 void schedule_decode_attention_gpu(DecodeAttentionStage &a, const GpuScheduleKnobs &knobs) {
     const GpuScheduleKnobs k = resolve_gpu_knobs(knobs);

@@ -59,7 +59,8 @@
     KNOB(gpu_few_rows_split, 256, (32), "threads sharing each output's reduction in a GPU projection of few rows (decoding)") \
     KNOB(gpu_few_rows_columns, 64, (64), "output features per block of a GPU projection of few rows (4 to 64, dividing 64)") \
     KNOB(gpu_decode_split_keys, 256, (128), "keys per split of the GPU split-KV decode (a multiple of 32)") \
-    KNOB(gpu_decode_rows_per_thread, 4, (1), "rows per thread of the GPU split-KV decode: 1 (a warp per row) or 4 (every row of its block)")
+    KNOB(gpu_decode_rows_per_thread, 4, (1),                                                       \
+         "GPU split-KV decode rows per thread: 1 (a warp per row) or 4 (all of its block's)")
 
 #define ATTNGEN_SCHEDULE_KNOBS(KNOB) ATTNGEN_CPU_SCHEDULE_KNOBS(KNOB) ATTNGEN_GPU_SCHEDULE_KNOBS(KNOB)
 // clang-format on

@@ -1,7 +1,8 @@
 // The GPU split-KV decode (define_decode_attention with schedule_decode_attention_gpu) JIT-compiled
 // for OpenCL, PoCL on machines without a GPU, against a float64 reference: each of its split
-// kernels (gpu_decode_rows_per_thread 1 and 4), so that the one the library's build does not
-// take is checked too. The cache comes in the device layout (constrain_device_cache_layout), so
+// kernels (gpu_decode_rows_per_thread 1 and 4) at splits of one pass of a block's threads and of
+// more (gpu_decode_split_keys), so that the kernels the library's build does not take are
+// checked too. The cache comes in the device layout (constrain_device_cache_layout), so
 // the kernels take the aligned wide loads the library's do.
 #include <gtest/gtest.h>
 
@@ -34,11 +35,16 @@ struct DecodeCase {
     }
 };
 
+// The knobs a pipeline is compiled with.
+struct DecodeKnobs {
+    int rows_per_thread, split_keys;
+};
+
 // The decode stage over buffers in the device cache's layout, one compiled pipeline for every
 // case of one knob setting.
 class DecodePipeline {
   public:
-    explicit DecodePipeline(int rows_per_thread)
+    explicit DecodePipeline(const DecodeKnobs &knobs)
         : q_(Float(32), 4, "q"),
           k_(Float(32), 5, "k_cache"),
           v_(Float(32), 5, "v_cache"),
@@ -46,15 +52,15 @@ class DecodePipeline {
           lengths_(Int(32), 1, "lengths") {
         attngen::constrain_device_cache_layout(k_);
         attngen::constrain_device_cache_layout(v_);
-        Var j("j"), d("d"), hk("hk"), item("item"), c("c");
+        Var j("j"), d("d"), hk("hk"), item("item"), c("c"), i("i"), h("h"), b("b");
         Func keys("keys"), values("values"), q("q_in"), items("items_in"), lengths("lengths_in");
         keys(j, d, hk, item) = k_(j % kCacheKeyBlock, d, j / kCacheKeyBlock, hk, item);
         values(c, j, hk, item) =
             v_(c % kCacheValuePanel, j, clamp(c / kCacheValuePanel, 0, v_.dim(2).extent() - 1), hk,
                item);
-        q(d, j, hk, item) = q_(d, j, hk, item);
-        items(j) = items_(j);
-        lengths(j) = lengths_(j);
+        q(d, i, h, b) = q_(d, i, h, b);
+        items(b) = items_(b);
+        lengths(b) = lengths_(b);
         attngen::DecodeInputs in;
         in.q = q;
         in.k_cache = keys;
@@ -70,12 +76,12 @@ class DecodePipeline {
         in.key_limit = max(key_limit_, 1);
         in.max_len = v_.dim(1).extent();
         in.max_items = v_.dim(4).extent();
-        attngen::GpuScheduleKnobs knobs;
-        knobs.gpu_decode_rows_per_thread = rows_per_thread;
-        const int split = attngen::resolve_gpu_knobs(knobs).gpu_decode_split_keys;
+        attngen::GpuScheduleKnobs gpu;
+        gpu.gpu_decode_rows_per_thread = knobs.rows_per_thread;
+        gpu.gpu_decode_split_keys = knobs.split_keys;
         attngen::DecodeAttentionStage a =
-            attngen::define_decode_attention(in, split, attngen::DecodeSplit::Fixed);
-        attngen::schedule_decode_attention_gpu(a, knobs);
+            attngen::define_decode_attention(in, knobs.split_keys, attngen::DecodeSplit::Fixed);
+        attngen::schedule_decode_attention_gpu(a, gpu);
         out_ = a.out;
         out_.compute_root();
         target_ = get_host_target().with_feature(Target::OpenCL);
@@ -170,7 +176,7 @@ void check_case(DecodePipeline &pipeline, const DecodeCase &t, std::mt19937 &rng
     }
 }
 
-class GpuDecodeStage : public ::testing::TestWithParam<int> {};
+class GpuDecodeStage : public ::testing::TestWithParam<DecodeKnobs> {};
 
 TEST_P(GpuDecodeStage, MatchesTheReferenceAtBlockAndTileEdges) {
     const Target target = get_host_target().with_feature(Target::OpenCL);
@@ -182,12 +188,12 @@ TEST_P(GpuDecodeStage, MatchesTheReferenceAtBlockAndTileEdges) {
         // last one, one item empty.
         {128, 128, 4, 2, 1, 300, 2, {1, 0, 2}, {100, 300, 0}, 3},
         // Odd head sizes (the score loop's unrolled tail, the value vectors past the head), a
-        // group of 5 (a second block of rows, 3 of them past the last), 2 queries, causal.
+        // group of 5 at 2 queries, causal (10 rows: 3 blocks of rows, 2 past the last).
         {37, 33, 5, 1, 2, 130, 2, {0, 1}, {130, 61}, 2},
         // One query head per key/value head (gpt2), value heads wider than a block's columns.
         {64, 160, 1, 3, 1, 257, 0, {0}, {257}, 1},
-        // Every position visible to one of 3 queries, a cache of one position.
-        {16, 8, 2, 1, 3, 1, 0, {0, 0}, {1, 1}, 1},
+        // A cache of one position and 3 causal queries: the first two see nothing.
+        {16, 8, 2, 1, 3, 1, 2, {0, 0}, {1, 1}, 1},
     };
     for (const DecodeCase &t : cases) {
         SCOPED_TRACE(t.name());
@@ -196,9 +202,15 @@ TEST_P(GpuDecodeStage, MatchesTheReferenceAtBlockAndTileEdges) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(RowsPerThread, GpuDecodeStage, ::testing::Values(1, 4),
-                         [](const ::testing::TestParamInfo<int> &p) {
-                             return "rows_per_thread_" + std::to_string(p.param);
+// The default split (128, one pass of a block's 128 threads), one shorter, and two longer: 160
+// (a pass and a quarter) and 256 (two passes, the knob's largest).
+INSTANTIATE_TEST_SUITE_P(Knobs, GpuDecodeStage,
+                         ::testing::Values(DecodeKnobs{1, 128}, DecodeKnobs{1, 256},
+                                           DecodeKnobs{4, 32}, DecodeKnobs{4, 128},
+                                           DecodeKnobs{4, 160}, DecodeKnobs{4, 256}),
+                         [](const ::testing::TestParamInfo<DecodeKnobs> &p) {
+                             return "rows_per_thread_" + std::to_string(p.param.rows_per_thread) +
+                                    "_split_" + std::to_string(p.param.split_keys);
                          });
 
 }  // namespace
