@@ -52,21 +52,18 @@ class DecodePipeline {
           lengths_(Int(32), 1, "lengths") {
         attngen::constrain_device_cache_layout(k_);
         attngen::constrain_device_cache_layout(v_);
-        Var j("j"), d("d"), hk("hk"), item("item"), c("c"), i("i"), h("h"), b("b");
-        Func keys("keys"), values("values"), q("q_in"), items("items_in"), lengths("lengths_in");
+        Var j("j"), d("d"), hk("hk"), item("item"), c("c");
+        Func keys("keys"), values("values");
         keys(j, d, hk, item) = k_(j % kCacheKeyBlock, d, j / kCacheKeyBlock, hk, item);
         values(c, j, hk, item) =
             v_(c % kCacheValuePanel, j, clamp(c / kCacheValuePanel, 0, v_.dim(2).extent() - 1), hk,
                item);
-        q(d, i, h, b) = q_(d, i, h, b);
-        items(b) = items_(b);
-        lengths(b) = lengths_(b);
         attngen::DecodeInputs in;
-        in.q = q;
+        in.q = q_;
         in.k_cache = keys;
         in.v_cache = values;
-        in.items = items;
-        in.lengths = lengths;
+        in.items = items_;
+        in.lengths = lengths_;
         in.dk = q_.dim(0).extent();
         in.dv = dv_;
         in.q_len = q_.dim(1).extent();
