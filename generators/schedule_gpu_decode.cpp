@@ -124,6 +124,10 @@ constexpr int kDecodeValueVector = 4;
 constexpr int kDecodeKeyGroups = kGpuDecodeRows;
 // Features per unrolled step of a score thread: independent reads in flight.
 constexpr int kDecodeFeatureUnroll = 4;
+// The value features that one pass of the value threads covers: the groups' sums are computed
+// and added a chunk at a time, so that their shared memory stays that of one chunk whatever the
+// head size.
+constexpr int kDecodeValueChunk = kGpuDecodeKeyThreads * kDecodeValueVector;
 // Every split (a multiple of kGpuDecodeKeyThreads) is then whole unrolled steps of each group.
 static_assert(kGpuDecodeKeyThreads % (kDecodeKeyGroups * kDecodeKeyUnroll) == 0);
 
@@ -137,9 +141,12 @@ void schedule_split_rows_per_thread(DecodeAttentionStage &a, int split_keys) {
     // warp per row, each reading every key and value of the split, 74% of long-decode's stalls
     // were waits on loads (ncu, H200, 2026-12-04, blocks of 8 rows then, its L1 hit rate 93%:
     // the warps' copies of one another's loads). Checked through PoCL; not yet timed on a GPU,
-    // so not the default. Its shared memory grows with the head sizes (the queries, the groups'
-    // sums): about 16 KiB at CUDA's largest heads (128), 52 KiB at heads of 512, past the 48 KiB
-    // of local memory of many OpenCL devices.
+    // so not the default. Its shared memory (one allocation, by the lowered statement): 16
+    // bytes per query feature and per value feature (the rows' queries and outputs) and 10 KiB
+    // more (the split's scores, probabilities and statistics, one chunk of the key groups'
+    // sums): 14 KiB at CUDA's largest heads (128), 26 KiB at heads of 512. With the groups'
+    // sums of the whole head at once it was 52 KiB there, past the 48 KiB of local memory of
+    // many OpenCL devices.
     Var ro("ro"), ri("ri"), co("co"), ci("ci"), hb("hb");
     a.split_out.compute_root()
         .split(r, ro, ri, kGpuDecodeRows, kGpuExact)
@@ -192,16 +199,18 @@ void schedule_split_rows_per_thread(DecodeAttentionStage &a, int split_keys) {
         .gpu_threads(ki, r);
 
     // Values: each warp sums one group of the split's keys (rfactor), a thread
-    // kDecodeValueVector features of every row; the groups' sums are added in shared memory.
+    // kDecodeValueVector features of every row; the groups' sums are added in shared memory,
+    // one chunk of kDecodeValueChunk features at a time (a loop of split_acc's additions).
     RVar kgo("kgo"), kgi("kgi"), kuo("kuo"), kui("kui");
-    Var kg("key_group"), cg("cg"), cx("cx"), cq("cq"), cv("cv");
+    Var kg("key_group"), cg("cg"), cx("cx"), cq("cq"), cv("cv"), chunk("value_chunk");
     Func key_groups = a.split_acc.update()
                           .split(a.r_keys, kgo, kgi, split_keys / kDecodeKeyGroups)
                           .rfactor(kgo, kg);
-    Func group_sums = stored_once(key_groups, a.split_acc, block);
+    Func group_sums = stored_once(key_groups, a.split_acc, LoopLevel(a.split_acc, chunk));
     group_sums.bound_extent(s, 1)
         .bound_extent(r, kGpuDecodeRows)
-        .split(c, cg, cx, kGpuDecodeKeyThreads * kDecodeValueVector, TailStrategy::RoundUp)
+        .bound_storage(c, kDecodeValueChunk)
+        .split(c, cg, cx, kDecodeValueChunk, TailStrategy::RoundUp)
         .split(cx, cq, cv, kDecodeValueVector)
         .reorder(cv, r, cg, cq, kg, s, hk, b)
         .gpu_threads(cq, kg)
@@ -221,9 +230,11 @@ void schedule_split_rows_per_thread(DecodeAttentionStage &a, int split_keys) {
         .split(c, cso, csi, kGpuDecodeKeyThreads, TailStrategy::GuardWithIf)
         .reorder(cso, csi, r, s)
         .gpu_threads(csi, r);
+    Var cx_in_chunk("cx_in_chunk");
     a.split_acc.update()
-        .split(c, cso, csi, kGpuDecodeKeyThreads, TailStrategy::GuardWithIf)
-        .reorder(cso, csi, r, s)
+        .split(c, chunk, cx_in_chunk, kDecodeValueChunk, TailStrategy::GuardWithIf)
+        .split(cx_in_chunk, cso, csi, kGpuDecodeKeyThreads, TailStrategy::GuardWithIf)
+        .reorder(cso, csi, r, chunk, s)
         .gpu_threads(csi, r);
 }
 

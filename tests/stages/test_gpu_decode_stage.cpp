@@ -191,6 +191,8 @@ TEST_P(GpuDecodeStage, MatchesTheReferenceAtBlockAndTileEdges) {
         {64, 160, 1, 3, 1, 257, 0, {0}, {257}, 1},
         // A cache of one position and 3 causal queries: the first two see nothing.
         {16, 8, 2, 1, 3, 1, 2, {0, 0}, {1, 1}, 1},
+        // Wide heads: the values' sums in two whole chunks of 128 features and a part one.
+        {512, 300, 2, 1, 1, 200, 0, {0}, {200}, 1},
     };
     for (const DecodeCase &t : cases) {
         SCOPED_TRACE(t.name());
