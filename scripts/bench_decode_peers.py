@@ -49,18 +49,17 @@ import argparse
 import contextlib
 import json
 import math
-import os
 import statistics
-import subprocess
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from bench_torch import (THREAD_ENV, THREADS, TORCH_AVX2_ENV, _proc_status_kib,
-                         cpu_busy_fraction, load_gbench_ms, reset_peak_rss, time_calls)
+from bench_torch import load_gbench_ms
 from named_shapes import read_decode_shapes
+from peer_worker import (THREADS, add_timing_args, check_names, run_worker_process, timed_calls,
+                         warn_if_busy)
 
 ROPE_THETA = 10000.0
 # Largest |peer - reference| allowed, relative to the largest |reference| of the same tensor.
@@ -451,22 +450,17 @@ def run_worker(s: DecodeShape, impl: str, min_seconds: float, max_seconds: float
         rec["max_rel_err"] = check_step(s, impl, d, step)
         if check_only:
             return rec
-        busy = cpu_busy_fraction()
-        # Memory growth of the timed steps alone: data, weights and libraries are resident.
-        resettable = reset_peak_rss()
-        rss_before = _proc_status_kib("VmRSS" if resettable else "VmHWM")
-        times = time_calls(step, min_seconds, max_seconds)
-        hwm = _proc_status_kib("VmHWM")
-    ms = statistics.median(times) * 1e3
+        timed = timed_calls(step, min_seconds, max_seconds)
+    ms = timed.median_ms
     rec.update({
         "median_ms": ms,
-        "min_ms": min(times) * 1e3,
-        "calls": len(times),
+        "min_ms": min(timed.times) * 1e3,
+        "calls": len(timed.times),
         "step_bytes": step_bytes(s),
         "gbps": step_bytes(s) / (ms * 1e-3) / 1e9,
-        "peak_rss_mb": max(0, hwm - rss_before) / 1024,
+        "peak_rss_mb": timed.peak_rss_mb,
         # CPU use by others just before timing (0..1), so a reader can judge the numbers.
-        "cpu_busy_before": round(busy, 3),
+        "cpu_busy_before": timed.cpu_busy_before,
     })
     return rec
 
@@ -477,16 +471,10 @@ def run_worker(s: DecodeShape, impl: str, min_seconds: float, max_seconds: float
 
 def run_in_subprocess(shape: str, impl: str, args: argparse.Namespace) -> dict | None:
     """The worker's record; None when skipped. Raises CheckFailed when its check failed."""
-    # OPENBLAS_NUM_THREADS is NumPy's, for the float64 reference; its threads idle again
-    # during the worker's half-second cpu_busy_fraction sample, before the timing.
-    env = dict(os.environ, **THREAD_ENV)
-    if args.isa == "avx2":
-        env.update(TORCH_AVX2_ENV)
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", impl, "--shapes", shape,
-           "--min-seconds", str(args.min_seconds),
-           "--max-seconds-per-shape", str(args.max_seconds_per_shape)]
-    cmd += ["--check-only"] if args.check_only else []
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True, check=False)
+    # OPENBLAS_NUM_THREADS (THREAD_ENV) is NumPy's, for the float64 reference; its threads
+    # idle again during the worker's half-second cpu_busy_fraction sample, before the timing.
+    proc = run_worker_process(__file__, shape, impl, args,
+                              ["--check-only"] if args.check_only else [])
     if proc.returncode == EXIT_SKIP:  # reason already on stderr
         return None
     if proc.returncode == EXIT_CHECK_FAILED:
@@ -515,9 +503,7 @@ def measure(args: argparse.Namespace, shapes: list[str],
                 line += (f"  {rec['median_ms']:9.3f} ms {rec['gbps']:6.1f} GB/s "
                          f"({rec['calls']} calls)")
             print(line, file=sys.stderr, flush=True)
-            if rec.get("cpu_busy_before", 0) > 0.2:
-                print(f"  warning: the CPUs were {rec['cpu_busy_before']:.0%} busy with other "
-                      "work before this measurement", file=sys.stderr)
+            warn_if_busy(rec)
             records.append(rec)
     return records, failures
 
@@ -602,21 +588,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "print the ratio table")
     p.add_argument("--check-only", action="store_true",
                    help="run each peer's correctness check only, no timing")
-    p.add_argument("--min-seconds", type=float, default=1.0,
-                   help="measure at least this long per shape and implementation (default 1)")
-    p.add_argument("--max-seconds-per-shape", type=float, default=30.0,
-                   help="stop measuring a shape and implementation after this long, with at "
-                   "least one measured call (default 30)")
-    p.add_argument("--isa", choices=["native", "avx2"], default="native",
-                   help="avx2: keep torch (ATen, MKL, oneDNN) to AVX2 kernels (default native)")
+    add_timing_args(p, max_seconds_default=30.0)
     p.add_argument("--worker", choices=IMPLS, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    for name in args.shapes.split(","):
-        if name not in SHAPES:
-            p.error(f"unknown shape {name!r}; known: {', '.join(SHAPES)}")
-    for name in args.impls.split(","):
-        if name not in IMPLS:
-            p.error(f"unknown implementation {name!r}; known: {', '.join(IMPLS)}")
+    check_names(p, args.shapes, SHAPES, "shape")
+    check_names(p, args.impls, IMPLS, "implementation")
     if args.attngen and len(args.attngen) != len(args.load or [None]):
         p.error("--attngen takes one file per --load file (one for a fresh measurement)")
     return args

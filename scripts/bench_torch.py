@@ -23,26 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from named_shapes import read_named_shapes
-
-THREADS = 2
-# The thread pools of OpenMP, MKL and OpenBLAS (NumPy's, which the float64 references run on)
-# kept to THREADS, set before torch and NumPy load: OpenBLAS's threads otherwise take every core
-# and, spinning, slowed a torch-eager gpt2-decode step from 0.3 to 8 ms.
-THREAD_ENV = {var: str(THREADS)
-              for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
-# Like-for-like with AVX2 kernels on an AVX-512 machine: ATen's own kernels, MKL and oneDNN each
-# have their switch (ONNX Runtime's MLAS has none, it stays native).
-TORCH_AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-                  "ONEDNN_MAX_CPU_ISA": "AVX2"}
+from peer_worker import (THREADS, add_timing_args, check_names, run_worker_process, timed_calls,
+                         warn_if_busy)
 
 
 @dataclass(frozen=True)
@@ -71,45 +59,6 @@ def mha_flops(s: Shape) -> float:
     projections = 2 * (2.0 * s.batch * s.q_len * d2) + 2 * (2.0 * s.batch * s.kv_len * d2)
     attention = 4.0 * s.batch * s.q_len * s.kv_len * s.d_model
     return projections + (attention / 2 if s.causal else attention)
-
-
-# ---------------------------------------------------------------------------------------------
-# Memory: read from /proc, because resource.getrusage's ru_maxrss cannot be reset and
-# tracemalloc does not see allocations made by torch's C++ allocator.
-
-
-def _proc_status_kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
-def cpu_busy_fraction(seconds: float = 0.5) -> float:
-    """Fraction of all CPU time spent busy over `seconds` while this process sleeps: the
-    work of others. 2-thread OpenMP (torch) slows down by 10x and more when it shares the
-    cores, so timings taken while this is high are not worth much."""
-    def sample() -> tuple[int, int]:
-        with open("/proc/stat") as f:
-            values = [int(v) for v in f.readline().split()[1:]]
-        idle = values[3] + values[4]  # idle + iowait
-        return sum(values) - idle, sum(values)
-
-    busy0, total0 = sample()
-    time.sleep(seconds)
-    busy1, total1 = sample()
-    return (busy1 - busy0) / max(1, total1 - total0)
-
-
-def reset_peak_rss() -> bool:
-    """Resets VmHWM to the current RSS (Linux >= 4.0); False where that is not allowed."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,60 +252,28 @@ BUILDERS: dict[str, Callable[[Shape], Callable[[], Any]]] = {
 # The worker: one (shape, implementation) in this process.
 
 
-def time_calls(fn: Callable[[], Any], min_seconds: float, max_seconds: float,
-               min_calls: int = 3) -> list[float]:
-    """Seconds per call after warm-up: at least min_calls calls and min_seconds, but stop
-    once max_seconds are spent (then possibly fewer calls, at least one): the long shapes
-    take seconds per call on 2 cores."""
-    warm_start = time.perf_counter()
-    fn()  # first call: lazy initialisation, allocator growth, ORT's first-run planning
-    first = time.perf_counter() - warm_start
-    # A second warm-up call only where calls are cheap.
-    if first < max_seconds / 20:
-        fn()
-    times: list[float] = []
-    start = time.perf_counter()
-    while True:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-        spent = time.perf_counter() - start
-        if len(times) >= min_calls and spent >= min_seconds:
-            break
-        if spent >= max_seconds:
-            break
-    return times
-
-
 def run_worker(shape: Shape, impl: str, min_seconds: float, max_seconds: float) -> dict:
     import torch
 
     torch.set_num_threads(THREADS)
     torch.set_num_interop_threads(1)
     with torch.inference_mode():
-        fn = BUILDERS[impl](shape)
-        busy = cpu_busy_fraction()
-        # Memory growth of the forward calls alone: inputs, weights and the libraries are
-        # resident already, so what the peak adds is the forward's own temporaries.
-        resettable = reset_peak_rss()
-        rss_before = _proc_status_kib("VmRSS" if resettable else "VmHWM")
-        times = time_calls(fn, min_seconds, max_seconds)
-        hwm = _proc_status_kib("VmHWM")
-    ms = statistics.median(times) * 1e3
+        timed = timed_calls(BUILDERS[impl](shape), min_seconds, max_seconds)
+    ms = timed.median_ms
     rec = {
         "shape": shape.name,
         "impl": impl,
         "ms": ms,
         "gflops": mha_flops(shape) / (ms * 1e-3) / 1e9,
-        "peak_rss_mb": max(0, hwm - rss_before) / 1024,
-        "process_peak_rss_mb": hwm / 1024,
-        "calls": len(times),
+        "peak_rss_mb": timed.peak_rss_mb,
+        "process_peak_rss_mb": timed.process_peak_rss_mb,
+        "calls": len(timed.times),
         "weights_returned": shape.weights and impl != "ort-mha",
         "causal": shape.causal,
         "torch_version": torch.__version__,
         "threads": THREADS,
         # CPU use by others just before timing (0..1), so a reader can judge the numbers.
-        "cpu_busy_before": round(busy, 3),
+        "cpu_busy_before": timed.cpu_busy_before,
         # torch.backends.cpu is new in torch 2.
         "torch_cpu_capability": (torch.backends.cpu.get_cpu_capability()
                                  if hasattr(torch.backends, "cpu") else "unknown"),
@@ -373,13 +290,7 @@ def run_worker(shape: Shape, impl: str, min_seconds: float, max_seconds: float) 
 
 
 def run_in_subprocess(shape: str, impl: str, args: argparse.Namespace) -> dict | None:
-    env = dict(os.environ, **THREAD_ENV)
-    if args.isa == "avx2":
-        env.update(TORCH_AVX2_ENV)
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", impl, "--shapes", shape,
-           "--min-seconds", str(args.min_seconds),
-           "--max-seconds-per-shape", str(args.max_seconds_per_shape)]
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
+    proc = run_worker_process(__file__, shape, impl, args)
     if proc.returncode == 2:  # SkipImpl, reason already on stderr
         return None
     if proc.returncode != 0:
@@ -398,10 +309,7 @@ def measure(args: argparse.Namespace, shapes: list[str], impls: list[str]) -> li
             print(f"{shape:15s} {impl:15s} {rec['ms']:10.3f} ms {rec['gflops']:8.1f} GFLOP/s"
                   f"  +{rec['peak_rss_mb']:8.1f} MiB peak RSS ({rec['calls']} calls)",
                   file=sys.stderr, flush=True)
-            if rec["cpu_busy_before"] > 0.2:
-                print(f"  warning: the CPUs were {rec['cpu_busy_before']:.0%} busy with other "
-                      "work before this measurement; 2-thread torch slows down badly when "
-                      "it shares the cores", file=sys.stderr)
+            warn_if_busy(rec, "; 2-thread torch slows down badly when it shares the cores")
             records.append(rec)
     return records
 
@@ -475,22 +383,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--load", help="read records from this JSON instead of measuring")
     p.add_argument("--attngen", help="attngen_bench --benchmark_format=json output: "
                    "print the speedup table")
-    p.add_argument("--min-seconds", type=float, default=1.0,
-                   help="measure at least this long per shape and implementation (default 1)")
-    p.add_argument("--max-seconds-per-shape", type=float, default=60.0,
-                   help="stop measuring a shape and implementation after this long, with at "
-                   "least one measured call (default 60)")
-    p.add_argument("--isa", choices=["native", "avx2"], default="native",
-                   help="avx2: keep torch (ATen, MKL, oneDNN) to AVX2 kernels on an AVX-512 "
-                   "machine (default native)")
+    add_timing_args(p, max_seconds_default=60.0)
     p.add_argument("--worker", choices=list(BUILDERS), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    for name in args.shapes.split(","):
-        if name not in SHAPES:
-            p.error(f"unknown shape {name!r}; known: {', '.join(SHAPES)}")
-    for name in args.impls.split(","):
-        if name not in BUILDERS:
-            p.error(f"unknown implementation {name!r}; known: {', '.join(BUILDERS)}")
+    check_names(p, args.shapes, SHAPES, "shape")
+    check_names(p, args.impls, BUILDERS, "implementation")
     return args
 
 

@@ -26,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import paired_ab  # noqa: E402
-from bench_torch import TORCH_AVX2_ENV  # noqa: E402  (standard library only at import)
+from peer_worker import TORCH_AVX2_ENV  # noqa: E402  (standard library only)
 from named_shapes import read_decode_shapes, read_named_shapes  # noqa: E402
 KINDS = {
     "mha": {"peers": ["ort-mha", "torch-mha", "torch-sdpa-mha"], "bf16": False, "env": {}},

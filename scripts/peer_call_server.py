@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_torch import THREAD_ENV  # noqa: E402  (standard library only at import)
+from peer_worker import THREAD_ENV, THREADS  # noqa: E402  (standard library only)
 
 # As bench_decode_peers.py's and bench_torch.py's workers run: before NumPy and torch load.
 os.environ.update(THREAD_ENV)
@@ -52,7 +52,7 @@ def build(impl: str, shape: str, bf16: bool, scope: contextlib.ExitStack) -> Cal
             raise ValueError("ort-mha has no bfloat16 form in bench_torch.py")
         import torch
 
-        torch.set_num_threads(bench_torch.THREADS)
+        torch.set_num_threads(THREADS)
         torch.set_num_interop_threads(1)
         scope.enter_context(torch.inference_mode())
         return bench_torch.BUILDERS[impl + ("-bf16" if bf16 else "")](bench_torch.SHAPES[shape])
@@ -67,7 +67,7 @@ def build(impl: str, shape: str, bf16: bool, scope: contextlib.ExitStack) -> Cal
         if impl == "torch-eager":
             import torch
 
-            torch.set_num_threads(peers.THREADS)
+            torch.set_num_threads(THREADS)
             torch.set_num_interop_threads(1)
             scope.enter_context(torch.inference_mode())
         s = peers.SHAPES[shape]
