@@ -894,8 +894,7 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         output.set_estimates({{0, kEstModel}, {0, 1}});
         if (using_autoscheduler()) return;
         if (t.has_gpu_feature()) {
-            // Only the kernel that needs them: the default one stays the kernel that was timed.
-            if (resolve_gpu_knobs(gpu_knobs()).gpu_decode_rows_per_thread != 1) {
+            if (decode_needs_device_cache_layout(gpu_knobs())) {
                 constrain_device_cache_layout(k_cache);
                 constrain_device_cache_layout(v_cache);
             }

@@ -84,6 +84,11 @@ constexpr int kGpuDecodeRows = 4;
 // (kGpuDecodeRows; its 16-byte value loads need the cache laid out as the runtime allocates it).
 void schedule_decode_attention_gpu(DecodeAttentionStage &a, const GpuScheduleKnobs &knobs);
 
+// Whether schedule_decode_attention_gpu's split kernel, at these knobs, loads the cache 16 bytes
+// at a time and so needs constrain_device_cache_layout on both cache buffers. Only that kernel
+// takes the constraints: the default one stays the kernel that was timed.
+bool decode_needs_device_cache_layout(const GpuScheduleKnobs &knobs);
+
 // A device KV cache's buffer (the keys' or the values', as MhaDecodeGenerator takes them)
 // constrained to the layout the runtime allocates (kv_cache_device.cpp: dense, from 0), so that
 // Halide proves a split-KV thread's values one aligned wide load. A buffer of other mins,

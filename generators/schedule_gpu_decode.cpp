@@ -302,4 +302,8 @@ void schedule_decode_attention_gpu(DecodeAttentionStage &a, const GpuScheduleKno
     schedule_merge(a);
 }
 
+bool decode_needs_device_cache_layout(const GpuScheduleKnobs &knobs) {
+    return resolve_gpu_knobs(knobs).gpu_decode_rows_per_thread != 1;
+}
+
 }  // namespace attngen
