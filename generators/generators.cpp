@@ -846,20 +846,10 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
 
         // The cache's elements as float32: on GPU targets a 16-bit format may come as its bits
         // (layout.h, half_cache_as_bits).
-        const auto widened = [&](const Expr &x) { return from_cache_element(x, precision, t); };
-        Var j("j"), kd("kd"), khk("khk"), kitem("kitem");
-        const Func blocked_keys = bounded(k_cache);
-        Func keys("cached_keys");
-        keys(j, kd, khk, kitem) =
-            widened(blocked_keys(j % kCacheKeyBlock, kd, j / kCacheKeyBlock, khk, kitem));
-        const Func cached_values = bounded(v_cache);
-        // Every feature from 0 reads inside the cache (DecodeInputs::v_cache): past the head,
-        // the last panel's padding, then the last panel again. A vector of a tile's features
-        // lies in one panel, so Halide loads it whole.
-        Func values("cached_values");
-        const Expr last_panel = v_cache.dim(2).extent() - 1;
-        values(kd, j, khk, kitem) = widened(cached_values(
-            kd % kCacheValuePanel, j, clamp(kd / kCacheValuePanel, 0, last_panel), khk, kitem));
+        const CacheViews cache =
+            define_cache_views(bounded(k_cache), bounded(v_cache), v_cache.dim(2).extent(),
+                               [&](const Expr &x) { return from_cache_element(x, precision, t); });
+        const Func &keys = cache.keys, &values = cache.values;
         const Func attention_out = t.has_gpu_feature() ? cache_attention_gpu(qr, keys, values, n)
                                                        : cache_attention_cpu(qr, keys, values, n);
 

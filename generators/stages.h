@@ -5,6 +5,7 @@
 #ifndef ATTNGEN_GENERATORS_STAGES_H
 #define ATTNGEN_GENERATORS_STAGES_H
 
+#include <functional>
 #include <string>
 
 #include "Halide.h"
@@ -477,6 +478,19 @@ struct DecodeInputs {
     Halide::Expr max_len;    // positions the cache holds per item
     Halide::Expr max_items;  // items the cache holds (the runtime checks items(b) < max_items)
 };
+
+// A KV cache's buffers in their stored layout (layout.h: keys in blocks of kCacheKeyBlock
+// positions, values in panels of kCacheValuePanel features) as DecodeInputs reads them: keys
+// (j, d, hk, item) and values (c, j, hk, item), each element through `widen` (float32 from the
+// cache's format). Every value feature from 0 reads inside the cache: past the head, the last
+// panel's padding, then the last panel again (value_panels is the buffer's panel count), so
+// that a vector of a tile's features lies in one panel and Halide loads it whole.
+struct CacheViews {
+    Halide::Func keys, values;
+};
+CacheViews define_cache_views(const Halide::Func &key_blocks, const Halide::Func &value_panels,
+                              const Halide::Expr &panels,
+                              const std::function<Halide::Expr(const Halide::Expr &)> &widen);
 
 struct DecodeAttentionStage {
     Halide::Func q_rows;     // (d, r, hk, b): query i = r / group of head hk * group + r % group

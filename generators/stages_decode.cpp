@@ -10,6 +10,17 @@ namespace attngen {
 
 using namespace Halide;
 
+CacheViews define_cache_views(const Func &key_blocks, const Func &value_panels, const Expr &panels,
+                              const std::function<Expr(const Expr &)> &widen) {
+    Var j("j"), kd("kd"), khk("khk"), kitem("kitem");
+    CacheViews v{Func("cached_keys"), Func("cached_values")};
+    v.keys(j, kd, khk, kitem) =
+        widen(key_blocks(j % kCacheKeyBlock, kd, j / kCacheKeyBlock, khk, kitem));
+    v.values(kd, j, khk, kitem) = widen(value_panels(
+        kd % kCacheValuePanel, j, clamp(kd / kCacheValuePanel, 0, panels - 1), khk, kitem));
+    return v;
+}
+
 DecodeAttentionStage define_decode_attention(const DecodeInputs &in, int split_keys,
                                              DecodeSplit split_kind) {
     if (split_keys <= 0 || split_keys % kReductionLanes != 0) {

@@ -52,16 +52,12 @@ class DecodePipeline {
           lengths_(Int(32), 1, "lengths") {
         attngen::constrain_device_cache_layout(k_);
         attngen::constrain_device_cache_layout(v_);
-        Var j("j"), d("d"), hk("hk"), item("item"), c("c");
-        Func keys("keys"), values("values");
-        keys(j, d, hk, item) = k_(j % kCacheKeyBlock, d, j / kCacheKeyBlock, hk, item);
-        values(c, j, hk, item) =
-            v_(c % kCacheValuePanel, j, clamp(c / kCacheValuePanel, 0, v_.dim(2).extent() - 1), hk,
-               item);
+        const attngen::CacheViews cache = attngen::define_cache_views(
+            k_, v_, v_.dim(2).extent(), [](const Expr &x) { return x; });
         attngen::DecodeInputs in;
         in.q = q_;
-        in.k_cache = keys;
-        in.v_cache = values;
+        in.k_cache = cache.keys;
+        in.v_cache = cache.values;
         in.items = items_;
         in.lengths = lengths_;
         in.dk = q_.dim(0).extent();
