@@ -186,8 +186,8 @@ void align_value_tiles(const PackedScore &p, Func tile, const Var &features) {
 
 // Per head, keys and values beyond this many bytes are "long": query blocks of long_query_block
 // then amortize streaming them from L3 (L2 is 1-2 MiB per core on the CPUs attngen targets).
-// (query_block 16 suits bert-512, whose 256 KiB of keys and values per head stay in L2; at
-// long-single, 8 MiB per head, it took 1979 ms against about 480 ms with 128.)
+// (query_block, 16 or 32, suits bert-512, whose 256 KiB of keys and values per head stay in L2;
+// at long-single, 8 MiB per head, 16 took 1979 ms against about 480 ms with 128.)
 constexpr int64_t kLongKeyValueBytes = 512 * 1024;
 
 // Tile rows (of 64 bytes) per parallel task of the AMX attention's copies of keys and values.
@@ -237,8 +237,10 @@ Expr flash_query_block(const CpuScheduleKnobs &requested, const Target &target, 
     // A causal call computes, in the key block that holds its query block's diagonal, up to a
     // query block's height of masked keys per query. There long blocks cost more than their
     // streaming saves: at long-causal (sdpa, 2 alternating rounds against 128 rows), 32 rows
-    // took 0.95x the time, 16 and 64 rows 0.97x.
-    const int long_causal_query_block = std::min(knobs.long_query_block, 2 * knobs.query_block);
+    // took 0.95x the time, 16 and 64 rows 0.97x (Zen 4); 64 rows against 32 again 1.011x the
+    // time (bench/cpu_experiments/sdpa_knobs_ab.sh, 8 rounds, Zen 5). So a causal call keeps the
+    // short query block.
+    const int long_causal_query_block = std::min(knobs.long_query_block, knobs.query_block);
     return select(kv_bytes <= Expr(kLongKeyValueBytes), knobs.query_block, causal != 0,
                   long_causal_query_block, knobs.long_query_block);
 }
@@ -382,6 +384,15 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // their sizes are run-time values, so each was a malloc and a free per step (perf: 8% of an
     // sdpa call at bert-512 in glibc's allocator).
     for (Func f : per_key_block) f.hoist_storage(block_level);
+    // A whole key block's room for the keys, whatever the query block visits: under a causal
+    // mask each query block trims its last key block to its own diagonal, and sized to that,
+    // every task allocated a different size, which the thread's cache of blocks (exact
+    // capacities, block_cache.cpp) missed: glibc's free and malloc_consolidate took 2% of
+    // sdpa/gpt2-causal's samples (perf). One vector more: Halide realizes a vectorized loop's
+    // region a vector past its required one where the loop's last vector shifts inwards.
+    for (Func f : {a.block_logits, a.block_probs, a.probs_operand}) {
+        if (f.defined()) f.bound_storage(jj, a.key_block + vec);
+    }
 }
 
 }  // namespace attngen
