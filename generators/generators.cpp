@@ -509,6 +509,18 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         if (using_autoscheduler()) return;
         const Target t = get_target();
         if (merged.places.defined()) merged.places.compute_root();
+        if (!t.has_gpu_feature()) {
+            // Stored query by query, every head of a query side by side, as the output
+            // projection reads it (as the cached forward's prompt attention is, below). Stored
+            // head by head, the output projection took 1.06-1.08x the time of the query
+            // projection at bert-512-b8, 1.01-1.02x after (attngen_parallel_timeline, Zen 5);
+            // scripts/paired_ab.py, 9 pairs in 3 sessions, AVX-512, old/new: mha_forward/
+            // bert-128 1.024x, tutorial-cross 1.017x, tutorial 1.013x, bert-512-b8 1.011x,
+            // gpt2-causal 1.007x, bert-512 1.006x; long-causal, long-single (one head) and
+            // bfloat16 (whose operand is a rounded copy) level.
+            const std::vector<Var> a = attention_out.args();  // (c, i, h, b)
+            attention_out.reorder_storage(a[0], a[2], a[1], a[3]);
+        }
         for (ProjectionStage *p : {&pq, &pk, &pv, &po}) {
             if (t.has_gpu_feature()) {
                 schedule_projection_gpu(
