@@ -33,7 +33,7 @@
     KNOB(score_rows, 8, (2, 4, 6, 8), "queries in a score register tile")                          \
     KNOB(out_vectors, 4, (1, 2, 4), "vectors across value features in a probs x values tile")      \
     KNOB(out_rows, 8, (2, 4, 6, 8), "queries in a probs x values register tile")                   \
-    KNOB(key_block, 1024, (64, 128, 256, 512), "keys per block of the flash attention (multiple of 16)") \
+    KNOB(key_block, 1024, (64, 128, 256, 512, 768), "keys per block of the flash attention (multiple of 16)") \
     KNOB(decode_split_keys, 8192, (128, 256, 512, 1024),                                           \
          "cached keys per parallel split of the decode kernel (multiple of 16)")
 

@@ -1,0 +1,117 @@
+// Which projection tile and block knobs suit this CPU? The fused forward's projection
+// (attngen_linear over weights packed as attngen_mha_set_weights packs them) generated several
+// times, one object per knob setting (sdpa_knobs_ab.sh with KERNEL=projection), linked into one
+// process, checked against a float64 product, then timed in alternating rounds as sdpa_knobs_ab.cpp
+// times its kernels: every round times each variant (best of 3 calls) in an order that rotates.
+// Prints per variant the median time and the median over rounds of the first variant's time over
+// its own. Called on attngen's thread pool, as inside a forward. Not built by CMake, not a test:
+//
+//     KERNEL=projection bench/cpu_experiments/sdpa_knobs_ab.sh /tmp/proj \
+//         "A:" "B:gemm_k_block=768"
+//     /tmp/proj/projection_knobs_ab [rows 512] [in 768] [out 768] [rounds 30]
+#include <HalideRuntime.h>
+#include <attngen/attngen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "packed_projection.h"
+#include "tensor_buffer.h"
+#include "variants.h"  // written by sdpa_knobs_ab.sh: the headers and ATTNGEN_VARIANTS
+
+namespace {
+
+using attngen::rt::PackedProjection;
+using attngen::rt::TensorBuffer;
+using Kernel = int (*)(void const *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
+                       halide_buffer_t *);
+struct Variant {
+    const char *name;
+    Kernel kernel;
+};
+
+double median(std::vector<double> x) {
+    std::sort(x.begin(), x.end());
+    return x[x.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    const auto arg = [&](int i, int fallback) { return argc > i ? std::atoi(argv[i]) : fallback; };
+    const int rows = arg(1, 512), in = arg(2, 768), out = arg(3, 768), rounds = arg(4, 30);
+    const std::vector<Variant> variants = {ATTNGEN_VARIANTS};
+
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    std::vector<float> x(size_t(rows) * in), w(size_t(out) * in), b(out), y(size_t(rows) * out);
+    for (std::vector<float> *t : {&x, &w, &b}) {
+        for (float &e : *t) e = uniform(rng);
+    }
+    PackedProjection packed;
+    packed.pack(w.data(), b.data(), out, in);
+    // Entry points install attngen's thread pool and allocator; this one installs them too.
+    attngen_install_error_handler();
+    TensorBuffer<float, 2> x_buf(x.data(), {rows, in});
+    TensorBuffer<float, 2> w_buf(packed.weight.data(), {packed.panels(), packed.panel_size()});
+    TensorBuffer<float, 1> b_buf(packed.bias.data(), {packed.padded_out});
+    TensorBuffer<float, 2> y_buf(y.data(), {rows, out});
+    const auto call = [&](Kernel f) {
+        return f(nullptr, x_buf.get(), w_buf.get(), b_buf.get(), y_buf.get());
+    };
+    for (const Variant &v : variants) {
+        if (call(v.kernel) != 0) {
+            std::fprintf(stderr, "%s: the kernel failed\n", v.name);
+            return 1;
+        }
+        double worst = 0.0;
+        for (int r = 0; r < rows; r += std::max(1, rows / 7)) {
+            for (int o = 0; o < out; ++o) {
+                double want = b[o], scale = std::fabs(b[o]);
+                for (int i = 0; i < in; ++i) {
+                    const double p = double(x[size_t(r) * in + i]) * w[size_t(o) * in + i];
+                    want += p;
+                    scale += std::fabs(p);
+                }
+                worst = std::max(worst, std::fabs(y[size_t(r) * out + o] - want) / scale);
+            }
+        }
+        std::printf("%-6s max |y - float64| / sum |products| %.3g\n", v.name, worst);
+        if (!(worst < 1e-5)) return 1;
+    }
+
+    std::vector<std::vector<double>> ms(variants.size());
+    for (int r = 0; r < rounds; ++r) {
+        for (size_t i = 0; i < variants.size(); ++i) {
+            const size_t which = (i + size_t(r)) % variants.size();
+            double best = 1e300;
+            for (int c = 0; c < 3; ++c) {
+                const auto t0 = std::chrono::steady_clock::now();
+                if (call(variants[which].kernel) != 0) {
+                    std::fprintf(stderr, "%s: the kernel failed\n", variants[which].name);
+                    return 1;
+                }
+                const std::chrono::duration<double, std::milli> t =
+                    std::chrono::steady_clock::now() - t0;
+                best = std::min(best, t.count());
+            }
+            ms[which].push_back(best);
+        }
+    }
+    const double flops = 2.0 * rows * double(in) * out;
+    for (size_t i = 0; i < variants.size(); ++i) {
+        std::vector<double> ratio;
+        for (int r = 0; r < rounds; ++r) ratio.push_back(ms[0][r] / ms[i][r]);
+        const long faster =
+            std::count_if(ratio.begin(), ratio.end(), [](double v) { return v > 1; });
+        std::printf("%-6s median %.3f ms, %.1f GFLOP/s; %s/%s time %.3fx (faster in %ld of %d)\n",
+                    variants[i].name, median(ms[i]), flops / median(ms[i]) * 1e-6, variants[0].name,
+                    variants[i].name, median(ratio), faster, rounds);
+    }
+    return 0;
+}
