@@ -13,13 +13,14 @@
 #include <attngen/attngen.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "alternating_rounds.h"
 #include "packed_projection.h"
 #include "tensor_buffer.h"
 #include "variants.h"  // written by sdpa_knobs_ab.sh: the headers and ATTNGEN_VARIANTS
@@ -34,11 +35,6 @@ struct Variant {
     const char *name;
     Kernel kernel;
 };
-
-double median(std::vector<double> x) {
-    std::sort(x.begin(), x.end());
-    return x[x.size() / 2];
-}
 
 }  // namespace
 
@@ -85,33 +81,10 @@ int main(int argc, char **argv) {
         if (!(worst < 1e-5)) return 1;
     }
 
-    std::vector<std::vector<double>> ms(variants.size());
-    for (int r = 0; r < rounds; ++r) {
-        for (size_t i = 0; i < variants.size(); ++i) {
-            const size_t which = (i + size_t(r)) % variants.size();
-            double best = 1e300;
-            for (int c = 0; c < 3; ++c) {
-                const auto t0 = std::chrono::steady_clock::now();
-                if (call(variants[which].kernel) != 0) {
-                    std::fprintf(stderr, "%s: the kernel failed\n", variants[which].name);
-                    return 1;
-                }
-                const std::chrono::duration<double, std::milli> t =
-                    std::chrono::steady_clock::now() - t0;
-                best = std::min(best, t.count());
-            }
-            ms[which].push_back(best);
-        }
-    }
-    const double flops = 2.0 * rows * double(in) * out;
-    for (size_t i = 0; i < variants.size(); ++i) {
-        std::vector<double> ratio;
-        for (int r = 0; r < rounds; ++r) ratio.push_back(ms[0][r] / ms[i][r]);
-        const long faster =
-            std::count_if(ratio.begin(), ratio.end(), [](double v) { return v > 1; });
-        std::printf("%-6s median %.3f ms, %.1f GFLOP/s; %s/%s time %.3fx (faster in %ld of %d)\n",
-                    variants[i].name, median(ms[i]), flops / median(ms[i]) * 1e-6, variants[0].name,
-                    variants[i].name, median(ratio), faster, rounds);
-    }
-    return 0;
+    std::vector<std::string> names;
+    for (const Variant &v : variants) names.push_back(v.name);
+    const bool timed = attngen_experiments::time_alternating_rounds(
+        names, rounds, 2.0 * rows * double(in) * out,
+        [&](size_t i) { return call(variants[i].kernel); });
+    return timed ? 0 : 1;
 }
