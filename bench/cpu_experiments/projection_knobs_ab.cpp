@@ -6,8 +6,7 @@
 // Prints per variant the median time and the median over rounds of the first variant's time over
 // its own. Called on attngen's thread pool, as inside a forward. Not built by CMake, not a test:
 //
-//     KERNEL=projection bench/cpu_experiments/sdpa_knobs_ab.sh /tmp/proj \
-//         "A:" "B:gemm_k_block=768"
+//     KERNEL=projection bench/cpu_experiments/sdpa_knobs_ab.sh /tmp/proj "A:" "B:gemm_k_block=768"
 //     /tmp/proj/projection_knobs_ab [rows 512] [in 768] [out 768] [rounds 30]
 #include <HalideRuntime.h>
 #include <attngen/attngen.h>
@@ -15,12 +14,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <random>
-#include <string>
 #include <vector>
 
-#include "alternating_rounds.h"
+#include "knobs_ab_harness.h"
 #include "packed_projection.h"
 #include "tensor_buffer.h"
 #include "variants.h"  // written by sdpa_knobs_ab.sh: the headers and ATTNGEN_VARIANTS
@@ -31,15 +28,14 @@ using attngen::rt::PackedProjection;
 using attngen::rt::TensorBuffer;
 using Kernel = int (*)(void const *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *,
                        halide_buffer_t *);
-struct Variant {
-    const char *name;
-    Kernel kernel;
-};
+using Variant = attngen_experiments::Variant<Kernel>;
 
 }  // namespace
 
 int main(int argc, char **argv) {
-    const auto arg = [&](int i, int fallback) { return argc > i ? std::atoi(argv[i]) : fallback; };
+    const auto arg = [&](int i, int fallback) {
+        return attngen_experiments::int_arg(argc, argv, i, fallback);
+    };
     const int rows = arg(1, 512), in = arg(2, 768), out = arg(3, 768), rounds = arg(4, 30);
     const std::vector<Variant> variants = {ATTNGEN_VARIANTS};
 
@@ -81,10 +77,7 @@ int main(int argc, char **argv) {
         if (!(worst < 1e-5)) return 1;
     }
 
-    std::vector<std::string> names;
-    for (const Variant &v : variants) names.push_back(v.name);
     const bool timed = attngen_experiments::time_alternating_rounds(
-        names, rounds, 2.0 * rows * double(in) * out,
-        [&](size_t i) { return call(variants[i].kernel); });
+        variants, rounds, 2.0 * rows * double(in) * out, call);
     return timed ? 0 : 1;
 }

@@ -7,8 +7,7 @@
 // its own. The kernels are called as runtime/sdpa.cpp calls them (inputs finite, no weights
 // output), on attngen's thread pool. Not built by CMake, not a test:
 //
-//     bench/cpu_experiments/sdpa_knobs_ab.sh /tmp/knobs \
-//         "A:score_rows=8,score_vectors=2" "B:score_rows=6,score_vectors=4"
+//     bench/cpu_experiments/sdpa_knobs_ab.sh /tmp/knobs "A:" "B:score_rows=6,score_vectors=4"
 //     /tmp/knobs/sdpa_knobs_ab [batch 1] [length 512] [causal 0] [rounds 30] [heads 12] [dim 64]
 //
 // bench/RESULTS.md (2026-12-04, "the attention tiles re-measured") has what it measured.
@@ -18,12 +17,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <random>
-#include <string>
 #include <vector>
 
-#include "alternating_rounds.h"
+#include "knobs_ab_harness.h"
 #include "mask_buffers.h"
 #include "tensor_buffer.h"
 #include "variants.h"  // written by sdpa_knobs_ab.sh: the headers and ATTNGEN_VARIANTS
@@ -35,15 +32,14 @@ using attngen::rt::TensorBuffer;
 using Kernel = int (*)(void const *, halide_buffer_t *, halide_buffer_t *, halide_buffer_t *, float,
                        int32_t, halide_buffer_t *, bool, halide_buffer_t *, bool, halide_buffer_t *,
                        halide_buffer_t *);
-struct Variant {
-    const char *name;
-    Kernel kernel;
-};
+using Variant = attngen_experiments::Variant<Kernel>;
 
 }  // namespace
 
 int main(int argc, char **argv) {
-    const auto arg = [&](int i, int fallback) { return argc > i ? std::atoi(argv[i]) : fallback; };
+    const auto arg = [&](int i, int fallback) {
+        return attngen_experiments::int_arg(argc, argv, i, fallback);
+    };
     const int batch = arg(1, 1), len = arg(2, 512), causal = arg(3, 0), rounds = arg(4, 30);
     const int heads = arg(5, 12), dim = arg(6, 64);
     const std::vector<Variant> variants = {ATTNGEN_VARIANTS};
@@ -84,9 +80,6 @@ int main(int argc, char **argv) {
     }
 
     const double flops = 4.0 * batch * heads * double(len) * len * dim * (causal ? 0.5 : 1.0);
-    std::vector<std::string> names;
-    for (const Variant &x : variants) names.push_back(x.name);
-    const bool timed = attngen_experiments::time_alternating_rounds(
-        names, rounds, flops, [&](size_t i) { return call(variants[i].kernel); });
+    const bool timed = attngen_experiments::time_alternating_rounds(variants, rounds, flops, call);
     return timed ? 0 : 1;
 }

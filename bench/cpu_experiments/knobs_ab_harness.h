@@ -1,27 +1,43 @@
-// The timing of the knob A/B harnesses (sdpa_knobs_ab.cpp, projection_knobs_ab.cpp): every round
-// times each variant (best of 3 calls) in an order that rotates, so that a slow minute of a
-// shared host falls on all of them; then prints per variant its median time, its GFLOP/s, and
-// the median over rounds of the first variant's time over its own.
-#ifndef ATTNGEN_BENCH_CPU_EXPERIMENTS_ALTERNATING_ROUNDS_H
-#define ATTNGEN_BENCH_CPU_EXPERIMENTS_ALTERNATING_ROUNDS_H
+// What the knob A/B harnesses (sdpa_knobs_ab.cpp, projection_knobs_ab.cpp) share: their variants
+// (one generated kernel per knob setting, listed by sdpa_knobs_ab.sh in variants.h), their
+// command-line numbers, and their timing.
+#ifndef ATTNGEN_BENCH_CPU_EXPERIMENTS_KNOBS_AB_HARNESS_H
+#define ATTNGEN_BENCH_CPU_EXPERIMENTS_KNOBS_AB_HARNESS_H
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 namespace attngen_experiments {
+
+template <typename Kernel>
+struct Variant {
+    const char *name;
+    Kernel kernel;
+};
+
+// Argument i of the command line as a number, or fallback where there is none.
+inline int int_arg(int argc, char **argv, int i, int fallback) {
+    return argc > i ? std::atoi(argv[i]) : fallback;
+}
 
 inline double median(std::vector<double> x) {
     std::sort(x.begin(), x.end());
     return x[x.size() / 2];
 }
 
-// call(i) runs variant i once and returns 0 on success. Returns false if a call failed.
-template <typename Call>
-bool time_alternating_rounds(const std::vector<std::string> &names, int rounds, double flops,
+// Every round times each variant (best of 3 calls) in an order that rotates, so that a slow
+// minute of a shared host falls on all of them; then prints per variant its median time, its
+// GFLOP/s, and the median over rounds of the first variant's time over its own. call(kernel)
+// runs a kernel once and returns 0 on success. Returns false if a call failed.
+template <typename Kernel, typename Call>
+bool time_alternating_rounds(const std::vector<Variant<Kernel>> &variants, int rounds, double flops,
                              const Call &call) {
+    std::vector<std::string> names;
+    for (const Variant<Kernel> &v : variants) names.push_back(v.name);
     const size_t n = names.size();
     std::vector<std::vector<double>> ms(n);
     for (int r = 0; r < rounds; ++r) {
@@ -30,7 +46,7 @@ bool time_alternating_rounds(const std::vector<std::string> &names, int rounds, 
             double best = 1e300;
             for (int c = 0; c < 3; ++c) {
                 const auto t0 = std::chrono::steady_clock::now();
-                if (call(which) != 0) {
+                if (call(variants[which].kernel) != 0) {
                     std::fprintf(stderr, "%s: the kernel failed\n", names[which].c_str());
                     return false;
                 }
@@ -55,4 +71,4 @@ bool time_alternating_rounds(const std::vector<std::string> &names, int rounds, 
 
 }  // namespace attngen_experiments
 
-#endif  // ATTNGEN_BENCH_CPU_EXPERIMENTS_ALTERNATING_ROUNDS_H
+#endif  // ATTNGEN_BENCH_CPU_EXPERIMENTS_KNOBS_AB_HARNESS_H
