@@ -432,9 +432,14 @@ struct FlashAttentionStage {
     MaskInputs mask;
 };
 
+// Where a call's keys take several flash key blocks, the blocks are whole multiples of this many
+// keys: every CPU score tile's width divides it (at most 4 AVX-512 vectors), and kAmxBlock.
+constexpr int kKeyBlockGrain = 64;
+
 // The block sizes are the schedule's choice (schedule_cpu.h: flash_query_block): query_block
 // may depend on the call (a positive Expr), key_block must be a multiple of kReductionLanes.
-// Both shrink to the problem where it is smaller, unless fixed_blocks: a GPU block's threads
+// Both shrink to the problem where it is smaller (key blocks to equal shares of the keys, in
+// whole kKeyBlockGrains), unless fixed_blocks: a GPU block's threads
 // and shared memory take the constant sizes. value_tile: as define_packed_score's (the CPU's
 // schedule_cpu.h: cpu_value_tile), for float32 products without fixed_blocks. float_operand:
 // as define_packed_score's, with the probabilities rounded likewise (probs_operand).

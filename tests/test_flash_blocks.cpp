@@ -174,6 +174,30 @@ TEST(FlashBlocks, LongKeysUseLongQueryBlocks) {
     }
 }
 
+// Keys past the tuned key_block (768 on x86) are split into blocks of an equal share rounded up
+// to whole kKeyBlockGrains (stages_flash.cpp): 769 keys as 448 + 321, 1536 as 768 + 768, 1537 as
+// 576 + 576 + 385. Each side of those edges, every causal kind, and an item whose keys end about
+// half-way.
+TEST(FlashBlocks, KeysSplitIntoEvenBlocks) {
+    for (attngen_causal causal :
+         {ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_TOP_LEFT, ATTNGEN_CAUSAL_BOTTOM_RIGHT}) {
+        for (int kv_len : {767, 768, 769, 1536, 1537}) {
+            SCOPED_TRACE(testing::Message() << "causal " << int(causal) << ", kv_len " << kv_len);
+            SdpaTester()
+                .with_weights(false)
+                .batch(2)
+                .heads(2)
+                .q_len(40)
+                .kv_len(kv_len)
+                .dk(8)
+                .dv(8)
+                .causal(causal)
+                .kv_lengths({kv_len, kv_len / 2 + 1})
+                .Test();
+        }
+    }
+}
+
 // Value heads past 32 KiB (stages.cpp: kValuesInPlaceBytes) that a probs x values tile spans
 // only part of (AVX2 tiles of 16 features, SSE4.1 of 8, AVX-512 of 64: dv 128) are read from
 // panels of a tile's features; heads that are not whole tiles (40 and 72 on AVX2 and AVX-512)

@@ -75,7 +75,7 @@ TEST_P(HalfPrecision, LargerModel) {
     Model(130, 5).batch(1).q_len(13).kv_len(13).causal(ATTNGEN_CAUSAL_TOP_LEFT).Test();
 }
 
-// The flash forward past one key block (512 keys, the tuned key_block) in each precision, at
+// The flash forward past one key block (768 keys, the tuned key_block) in each precision, at
 // value heads around the register tiles (16, 64 and 65 features), with one and two key/value
 // heads (values in place or copied) and rotary positions: in bfloat16 on CPUs without a
 // bfloat16 dot product, the float32 kernel over rounded operands (PackedScore::rounded).
@@ -83,8 +83,8 @@ TEST_P(HalfPrecision, FlashForwardPastOneKeyBlock) {
     for (int v_head_dim : {16, 64, 65}) {
         for (int kv_heads : {1, 2}) {
             MhaTester t = Model(128, 2);
-            t.num_kv_heads(kv_heads).v_head_dim(v_head_dim).batch(2).q_len(17).kv_len(530);
-            t.kv_lengths({530, 517}).with_weights(false).Test();
+            t.num_kv_heads(kv_heads).v_head_dim(v_head_dim).batch(2).q_len(17).kv_len(800);
+            t.kv_lengths({800, 787}).with_weights(false).Test();
             t.causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT).Test();
         }
     }
@@ -93,7 +93,7 @@ TEST_P(HalfPrecision, FlashForwardPastOneKeyBlock) {
         .rope(ATTNGEN_ROPE_HALF)
         .batch(1)
         .q_len(33)
-        .kv_len(530)
+        .kv_len(800)
         .with_weights(false)
         .Test();
 }
