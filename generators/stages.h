@@ -439,10 +439,10 @@ constexpr int kKeyBlockGrain = 64;
 // The block sizes are the schedule's choice (schedule_cpu.h: flash_query_block): query_block
 // may depend on the call (a positive Expr), key_block must be a multiple of kReductionLanes.
 // Both shrink to the problem where it is smaller (key blocks to equal shares of the keys, in
-// whole kKeyBlockGrains), unless fixed_blocks: a GPU block's threads
-// and shared memory take the constant sizes. value_tile: as define_packed_score's (the CPU's
-// schedule_cpu.h: cpu_value_tile), for float32 products without fixed_blocks. float_operand:
-// as define_packed_score's, with the probabilities rounded likewise (probs_operand).
+// whole kKeyBlockGrains), unless fixed_blocks: a GPU block's threads and shared memory take the
+// constant sizes. value_tile: as define_packed_score's (the CPU's schedule_cpu.h:
+// cpu_value_tile), for float32 products without fixed_blocks. float_operand: as
+// define_packed_score's, with the probabilities rounded likewise (probs_operand).
 // amx_kv_heads, defined for bfloat16 products in pairs (not float_operand), takes the two
 // products in AMX tiles (AmxAttention) over that many key/value heads; key_block is then a
 // multiple of kAmxBlock, and the blocks shrink to multiples of it. sources_unrotated: as
