@@ -375,7 +375,7 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
         // in registers.
         a.block_out.bound_extent(a.kb, 1).bound_extent(a.qb, 1);
     }
-    if (a.probs_operand.defined()) {
+    if (a.probs_operand.defined() && !a.probs_operand_in_block_probs) {
         a.probs_operand.compute_at(key_block_step).vectorize(jj, vec);
         per_key_block.push_back(a.probs_operand);
     }
@@ -392,8 +392,11 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // region a vector past its required one where the loop's last vector shifts inwards. Not
     // on AMX, whose tiles' reads of these buffers no host of the suite has checked against the
     // bound (a bound too small is a run-time error, not a wrong answer).
-    for (Func f : {a.block_logits, a.block_probs, a.probs_operand}) {
-        if (f.defined() && !amx) f.bound_storage(jj, a.key_block + vec);
+    if (!amx) {
+        for (Func f : {a.block_logits, a.block_probs}) f.bound_storage(jj, a.key_block + vec);
+        if (a.probs_operand.defined() && !a.probs_operand_in_block_probs) {
+            a.probs_operand.bound_storage(jj, a.key_block + vec);
+        }
     }
 }
 

@@ -335,6 +335,16 @@ Expr round_operand(const Expr &x, const Type &type) {
     return cast<float>(cast(type, x));
 }
 
+Expr round_probability(const Expr &p, const Type &products, bool as_float) {
+    if (products != BFloat(16)) return as_float ? round_operand(p, products) : cast(products, p);
+    // p <= 1: the carry never reaches the sign or overflows. Half a unit less one, not half a
+    // unit: Halide takes (x + 0x8000) >> 16 for a rounding shift and lowers it in seven
+    // overflow-safe operations.
+    const Expr nearest = reinterpret<uint32_t>(p) + Internal::make_const(UInt(32), 0x7fff);
+    if (as_float) return reinterpret<float>(nearest & Internal::make_const(UInt(32), 0xffff0000));
+    return reinterpret(BFloat(16), cast<uint16_t>(nearest >> 16));
+}
+
 Func as_rows(const Func &x, const Expr &len) {
     Var d("d"), g("g"), n("n");
     Func rows(x.name() + "_rows");

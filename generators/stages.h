@@ -180,6 +180,14 @@ Halide::Expr float_to_storage_bits(const Halide::Expr &x, const Halide::Type &st
 // stays finite (README, "Precision").
 Halide::Expr round_operand(const Halide::Expr &x, const Halide::Type &type);
 
+// A probability p, finite and in [0, 1], rounded to `products` for a product's operand: as that
+// type, or with as_float widened back to float32 (the operand of a float32 kernel). Bfloat16 is
+// rounded to nearest with ties down, in integer arithmetic: an add and a shift per vector where
+// Halide 21 emulates the cast's round to nearest even in five operations (its x86 backend leaves
+// vcvtneps2bf16 disabled). Only exact ties round differently, and never by more than half a
+// unit in the last place, the bound that the error analysis assumes (README, "Precision").
+Halide::Expr round_probability(const Halide::Expr &p, const Halide::Type &products, bool as_float);
+
 // A batched input x(d, l, b) of `len` rows per batch as rows x(d, 0, n): one group of all
 // features, rows of all batches in one sequence.
 Halide::Func as_rows(const Halide::Func &x, const Halide::Expr &len);
@@ -419,6 +427,9 @@ struct FlashAttentionStage {
     // Rounded (PackedScore::rounded): block_probs rounded to bfloat16, held as float32.
     // The sums of the softmax keep the unrounded probabilities, as FlashAttention's do.
     Halide::Func probs_operand;
+    // Paired without AMX: block_probs is the tuple {probability, its bfloat16 rounding}, and
+    // probs_operand reads the rounding, to be inlined: the exp's loop stores both.
+    bool probs_operand_in_block_probs = false;
     Halide::Func state;  // (c, ii, qb, h, b) -> {acc, running max, running sum}
     AmxAttention amx;    // defined (amx.score_tiles) where the products run in AMX tiles
     Halide::Func out;    // (c, i, h, b)

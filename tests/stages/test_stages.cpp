@@ -1012,3 +1012,39 @@ TEST(HalfBits, StoredBitsAreTheBitsOfHalidesCasts) {
         }
     }
 }
+
+// round_probability: for probabilities (finite, in [0, 1]) bfloat16 rounds to nearest with ties
+// down, in both of its forms; everywhere but at the ties that is the even rounding of the
+// other conversions. Every 1025th float of [0, 1] by bit pattern, the ties of every binade, and
+// the values just either side of them.
+TEST(HalfBits, ProbabilitiesRoundToNearestWithTiesDown) {
+    std::vector<uint32_t> patterns;
+    for (uint32_t u = 0; u <= to_bits(1.0f); u += 1025) patterns.push_back(u);
+    for (uint32_t exponent = 1; exponent < 127; ++exponent) {
+        for (uint32_t low : {0x7fffu, 0x8000u, 0x8001u, 0x18000u}) {
+            patterns.push_back((exponent << 23) | low);
+        }
+    }
+    patterns.push_back(to_bits(1.0f));
+    Buffer<float> in(int(patterns.size()));
+    for (size_t k = 0; k < patterns.size(); ++k) in(int(k)) = from_bits(patterns[k]);
+    Var i("i");
+    Func as_float("as_float"), as_bits("as_bits");
+    as_float(i) = attngen::round_probability(in(i), BFloat(16), true);
+    as_bits(i) = reinterpret<uint16_t>(attngen::round_probability(in(i), BFloat(16), false));
+    as_float.vectorize(i, 16);
+    as_bits.vectorize(i, 16);
+    const Buffer<float> got_float = as_float.realize({in.width()});
+    const Buffer<uint16_t> got_bits = as_bits.realize({in.width()});
+    int ties = 0;
+    for (size_t k = 0; k < patterns.size(); ++k) {
+        const uint32_t u = patterns[k];
+        const bool tie = (u & 0xffffu) == 0x8000u;
+        ties += tie;
+        const uint32_t even = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        const uint32_t want = tie ? (u & 0xffff0000u) : even;
+        ASSERT_EQ(to_bits(got_float(int(k))), want) << "bits 0x" << std::hex << u;
+        ASSERT_EQ(uint32_t(got_bits(int(k))) << 16, want) << "bits 0x" << std::hex << u;
+    }
+    EXPECT_GE(ties, 126);
+}
