@@ -126,15 +126,17 @@ FlashAttentionStage define_flash_attention(
     const Type probs_rounded_to = a.packed.paired || a.packed.rounded ? products : Float(32);
     const Expr prob = exp_nonpositive(a.block_logits(jj, kb, row, h, b) - shift, probs_rounded_to);
     a.block_probs = Func("block_probs");
-    // The pairs' operand rounded in the exp's own loop, not in a pass over the stored
+    // The products' operand rounded in the exp's own loop, not in a pass over the stored
     // probabilities of its own (a load, the rounding and a narrowing store per vector: with
     // Halide's emulated cast, 3.6% of mha_forward_bf16/bert-512's attention task, perf).
     // Fused, with round_probability's two operations (scripts/paired_ab.py, 12 pairs, Zen 5,
     // old/new): mha_forward_bf16/ gpt2-causal 1.007x, long-causal 1.011x, long-single 1.015x,
-    // bert-512 1.000x; the rounding alone, in its own pass, measured level.
-    a.probs_operand_in_block_probs = a.packed.paired && !amx;
+    // bert-512 1.000x; the rounding alone, in its own pass, measured level. The rounded copies
+    // of the variants without vdpbf16ps (8 pairs each, AVX-512 and AVX2): level, 1.001-1.006x.
+    a.probs_operand_in_block_probs = a.packed.rounded || (a.packed.paired && !amx);
     if (a.probs_operand_in_block_probs) {
-        a.block_probs(jj, kb, ii, qb, h, b) = {prob, round_probability(prob, products, false)};
+        a.block_probs(jj, kb, ii, qb, h, b) = {prob,
+                                               round_probability(prob, products, a.packed.rounded)};
     } else {
         a.block_probs(jj, kb, ii, qb, h, b) = prob;
     }
@@ -173,8 +175,7 @@ FlashAttentionStage define_flash_attention(
         if (a.packed.rounded) {
             // Rounded apart from the sum, which adds them unrounded as the pairs' path does.
             a.probs_operand = Func("probs_operand");
-            a.probs_operand(jj, kb, ii, qb, h, b) =
-                round_probability(block_prob(jj), products, true);
+            a.probs_operand(jj, kb, ii, qb, h, b) = a.block_probs(jj, kb, ii, qb, h, b)[1];
             probs = a.probs_operand;
         }
         a.r_block_keys = RDom(1, kblock - 1, "r_block_keys");
