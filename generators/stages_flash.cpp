@@ -131,8 +131,9 @@ FlashAttentionStage define_flash_attention(
     // Halide's emulated cast, 3.6% of mha_forward_bf16/bert-512's attention task, perf).
     // Fused, with round_probability's two operations (scripts/paired_ab.py, 12 pairs, Zen 5,
     // old/new): mha_forward_bf16/ gpt2-causal 1.007x, long-causal 1.011x, long-single 1.015x,
-    // bert-512 1.000x; the rounding alone, in its own pass, measured level. The rounded copies
-    // of the variants without vdpbf16ps (8 pairs each, AVX-512 and AVX2): level, 1.001-1.006x.
+    // bert-512 1.000x; a cheaper rounding alone, in its own pass, measured level (0.996-1.002x,
+    // with Halide's own lowering of a rounding shift). The rounded copies of the variants
+    // without vdpbf16ps (8 pairs each, AVX-512 and AVX2): level, 1.001-1.006x.
     a.probs_operand_in_block_probs = a.packed.rounded || (a.packed.paired && !amx);
     if (a.probs_operand_in_block_probs) {
         a.block_probs(jj, kb, ii, qb, h, b) = {prob,
