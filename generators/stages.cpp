@@ -588,16 +588,20 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
     // The keys by unclamped key index: the transposing copy (schedule_transpose) stages a tile of
     // them and reads it back at a plain stride. (Staged from `k` itself, the tile was indexed by
     // the clamped key, and its every read-back vector a gather with index arithmetic.)
+    // Pairs take the keys rounded to the products' type here, so that the transposing copy
+    // stages and moves half the bytes (the rounding and the transposition commute), and keys
+    // that are bfloat16 already (the forward's projections) are copied as they are: staged as
+    // float32 and rounded back after the transpose, the copy spent its time in Halide's emulated
+    // rounding (attngen_parallel_timeline bert-128 bf16, Zen 5: the copy 14.5-16.6 -> 11.5-11.9
+    // us; scripts/paired_ab.py, 10 pairs: mha_forward_bf16/bert-128 1.004x, tutorial 1.007x).
     Func k_rows("k_rows");
-    k_rows(d, j, h, b) = operand(k(d, key_row, h, b));
+    k_rows(d, j, h, b) =
+        p.paired ? cast(products, k(d, key_row, h, b)) : operand(k(d, key_row, h, b));
     p.k_source = k_rows;
-    // Rows of keys, (j, d, h, b), for bfloat16 pairs and for keys not in panels. Pairs take them
-    // rounded to the products' type here, before the transposing copy, which then moves half
-    // the bytes (the rounding and the transposition commute).
+    // Rows of keys, (j, d, h, b), for bfloat16 pairs and for keys not in panels.
     if (p.paired || !key_panels) {
         p.k_transposed = Func("k_transposed");
-        p.k_transposed(j, d, h, b) =
-            p.paired ? cast(products, k_rows(d, j, h, b)) : k_rows(d, j, h, b);
+        p.k_transposed(j, d, h, b) = k_rows(d, j, h, b);
     }
     const Expr row = clamp(i, 0, q_len - 1);
     const Expr kv_head = h / group;

@@ -270,7 +270,7 @@ Halide::Expr causal_key_offset(const MaskInputs &mask, const Halide::Expr &q_len
 // (e, p).
 struct PackedScore {
     // The keys, (d, j, hk, b): a Func of unclamped j that reads k at j clamped to kv_len - 1,
-    // which the transposing copy stages (schedule_transpose)
+    // which the transposing copy stages (schedule_transpose); paired, in bfloat16
     Halide::Func k_source;
     Halide::Func k_transposed;  // (j, d, hk, b), readable past kv_len; undefined with k_panels
     // key_panels: the keys in panels of kKeyPanel, (jl, d, jp, hk, b) = feature d of key

@@ -52,12 +52,12 @@ void define_amx_score(FlashAttentionStage &a, const Func &q, const Expr &dk, con
     // bert-512-b8 (perf). Rotated keys still come from k_transposed, which reads each
     // rotation's operands as vectors along the features (gathered here, a rotation reads the
     // partner feature and two tables besides).
-    // Both in bfloat16: k_transposed holds pairs' keys already rounded (define_packed_score).
-    Expr source = cast(bf16, a.packed.k_source(feature_read, key, run.head, run.item));
+    // Both in bfloat16 already: pairs' keys are rounded in k_source (define_packed_score).
+    Expr source = a.packed.k_source(feature_read, key, run.head, run.item);
     const Expr &unrotated = a.packed.sources_unrotated;
     if (unrotated.defined()) {
-        source = select(unrotated, source,
-                        cast(bf16, a.packed.k_transposed(key, feature_read, run.head, run.item)));
+        source =
+            select(unrotated, source, a.packed.k_transposed(key, feature_read, run.head, run.item));
     }
     m.keys = Func("amx_keys");
     m.keys(e, x, m.row) = select(feature < dk, cast(bf16, source), zero);
