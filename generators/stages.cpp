@@ -496,17 +496,17 @@ MaskedLogits define_masked_logits(const Func &score, const Expr &scale, const Ma
 }
 
 Expr exp_nonpositive(const Expr &x, const Type &products) {
-    // exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln 2 / 2, with exp(r) from Cephes'
-    // degree-5 polynomial. n comes from adding 1.5 * 2^23 + 127: the sum's low mantissa bits
-    // are then n + 127, which are both n (as an integer) and, shifted into the exponent field,
-    // 2^n. That needs no rounding or float-to-int instruction (Halide's fast_exp has a floor,
-    // split into two 256-bit rounds on AVX-512, and a conversion with clamps): the AVX-512 loop
-    // of block_probs has 27 instructions per 16 keys against 30. The integer detour also keeps
-    // the simplifier, and fast-math in LLVM, from folding (t + c) - c to t.
-    // ln 2 is one float constant: split in two (Cephes' exact high part), fast-math folded the
-    // parts back into one anyway. Relative error against float64 (tests/stages checks these
-    // bounds on every 61st float): without FMA (the SSE4.1 and baseline variants) at most
-    // 5.6e-7 for x in [-10, 0] and 4.1e-6 down to -87, the error of r = x - n * ln 2 growing
+    // exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln 2 / 2, with exp(r) from a
+    // polynomial (below: which one depends on the products' type and the target). n comes from
+    // adding 1.5 * 2^23 + 127: the sum's low mantissa bits are then n + 127, which are both n (as
+    // an integer) and, shifted into the exponent field, 2^n. That needs no rounding or float-to-int
+    // instruction (Halide's fast_exp has a floor, split into two 256-bit rounds on AVX-512, and a
+    // conversion with clamps): the AVX-512 loop of block_probs has 27 instructions per 16 keys
+    // against 30. The integer detour also keeps the simplifier, and fast-math in LLVM, from folding
+    // (t + c) - c to t. ln 2 is one float constant: split in two (Cephes' exact high part),
+    // fast-math folded the parts back into one anyway. Relative error against float64 (tests/stages
+    // checks these bounds on every 61st float): without FMA (the SSE4.1 and baseline variants) at
+    // most 5.6e-7 for x in [-10, 0] and 4.1e-6 down to -87, the error of r = x - n * ln 2 growing
     // with n; where the target fuses multiply-adds (AVX2, AVX-512, 64-bit ARM), with the
     // polynomial below, 1.1e-7 and 3.2e-7.
     // Below -87 float exp underflows: those entries are exactly 0 (a key an additive mask of
