@@ -510,15 +510,17 @@ Expr exp_nonpositive(const Expr &x, const Type &products) {
     // with n; where the target fuses multiply-adds (AVX2, AVX-512, 64-bit ARM), with the
     // polynomial below, 1.1e-7 and 3.2e-7.
     // Below -87 float exp underflows: those entries are exactly 0 (a key an additive mask of
-    // -1e9 pushes away must get weight 0, as float64 gives), by the select at the end, which
-    // also discards whatever the steps before made of such an x (n past the exponent range,
-    // an infinite product at the lowest float): x is not clamped first. (The clamp was one of
-    // the AVX-512 loop's 19 vector operations per 16 keys; scripts/paired_ab.py, Zen 5, old/new:
-    // mha_forward/long-single 1.013x and 1.009x in two runs, the other shapes level.)
+    // -1e9 pushes away must get weight 0, as float64 gives), and x is clamped there so that n
+    // stays a normal exponent and every step stays finite. Not clamped, with the final select
+    // alone to discard what such an x made (NaN at -inf), LLVM's fast-math was free to move the
+    // select into the product, and the C API fuzzer found NaN outputs of
+    // attngen_mha_forward_cached for finite inputs within seconds (session 71; the clamp's one
+    // operation in 19 was worth 1.009-1.013x at long-single).
+    const Expr xc = max(x, -87.0f);
     const float shifter = 12582912.0f + 127.0f;  // 1.5 * 2^23 + the exponent bias
-    const Expr bits = reinterpret(Int(32), x * 1.44269504f + shifter);
+    const Expr bits = reinterpret(Int(32), xc * 1.44269504f + shifter);
     const Expr n = cast<float>(bits - Expr(int32_t(0x4b40007f)));  // the bits of shifter
-    const Expr r = x - n * 0.693147181f;
+    const Expr r = xc - n * 0.693147181f;
     Expr poly;
     if (products.bits() == 16) {
         // Probabilities rounded to a 16-bit format before their products need less: a

@@ -117,10 +117,9 @@ TEST(ExpNonpositive, ForHalfProductsStaysWithinItsStatedErrorBound) {
 }
 
 TEST(ExpNonpositive, IsExactAtZeroAndZeroBelowUnderflow) {
-    // Below -87 nothing clamps x before the range reduction (stages.cpp): the lowest float and
-    // -inf (the running state's gap between the lowest float and a large maximum) overflow the
-    // steps before the final select, which must still give exactly 0. Vectorized as the kernels
-    // are, and one by one.
+    // The lowest float and -inf (the running state's gap between the lowest float and a large
+    // maximum) among them: they must give exactly 0, not NaN. Vectorized as the kernels are,
+    // and one by one.
     const std::vector<float> xs = {0.0f,
                                    -0.0f,
                                    -87.0001f,
