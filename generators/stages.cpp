@@ -610,7 +610,12 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
     p.head_elements = kv_len * max(dk, dv);
     p.paired = products == BFloat(16) && !float_operand;
     p.rounded = products == BFloat(16) && float_operand;
-    const auto operand = [&](const Expr &x) { return p.rounded ? round_operand(x, products) : x; };
+    // What the products take of a key, value or query: bfloat16 for pairs, float32 rounded to
+    // bfloat16 for the rounded path, float32 as it is otherwise.
+    const auto operand = [&](const Expr &x) {
+        if (p.paired) return cast(products, x);
+        return p.rounded ? round_operand(x, products) : x;
+    };
     Var j("j"), i("i"), c("c"), d("d"), h("h"), b("b"), e("e"), pair("p");
     // Packing clamps the indices a schedule rounds up (whole vectors of features, register
     // tiles or key blocks past the last key), so no read leaves the inputs.
@@ -625,8 +630,7 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
     // rounding (attngen_parallel_timeline bert-128 bf16, Zen 5: the copy 14.5-16.6 -> 11.5-11.9
     // us; scripts/paired_ab.py, 10 pairs: mha_forward_bf16/bert-128 1.004x, tutorial 1.007x).
     Func k_rows("k_rows");
-    k_rows(d, j, h, b) =
-        p.paired ? cast(products, k(d, key_row, h, b)) : operand(k(d, key_row, h, b));
+    k_rows(d, j, h, b) = operand(k(d, key_row, h, b));
     p.k_source = k_rows;
     // Rows of keys, (j, d, h, b), for bfloat16 pairs and for keys not in panels.
     if (p.paired || !key_panels) {
@@ -662,7 +666,7 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         // conversion (4.8% of the task at mha_forward_bf16/bert-128, perf, Zen 5). The task at
         // bert-128 (attngen_parallel_timeline, 3 alternations): 102.6-103.6 -> 99.4-99.6 us.
         p.q_rows = Func("q_rows");
-        p.q_rows(d, i, h, b) = cast(products, q(d, row, h, b));
+        p.q_rows(d, i, h, b) = operand(q(d, row, h, b));
         p.q_operand(e, pair, i, h, b) =
             select(feature < dk, p.q_rows(feature_read, i, h, b), cast(products, 0.0f));
         p.r_dot = RDom(0, 2, 0, (dk + 1) / 2, "r_dot");

@@ -153,7 +153,8 @@ FlashAttentionStage define_flash_attention(
     a.block_sum(kb, ii, qb, h, b) += a.sum_lanes(a.r_lanes, kb, ii, qb, h, b);
 
     a.block_out = Func("block_out");
-    if (a.packed.paired) {
+    // The products' operand where it differs from the probabilities: rounded, or in pairs.
+    if (a.packed.paired || a.packed.rounded) {
         a.probs_operand = Func("probs_operand");
         a.probs_operand(jj, kb, ii, qb, h, b) =
             a.probs_operand_in_block_probs ? Expr(a.block_probs(jj, kb, ii, qb, h, b)[1])
@@ -172,13 +173,8 @@ FlashAttentionStage define_flash_attention(
             cast<float>(a.probs_operand(2 * pair + e, kb, ii, qb, h, b)) *
             cast<float>(a.packed.v_packed(e, c, kb * (kblock / 2) + pair, h / group, b));
     } else {
-        Func probs = a.block_probs;
-        if (a.packed.rounded) {
-            // Rounded apart from the sum, which adds them unrounded as the pairs' path does.
-            a.probs_operand = Func("probs_operand");
-            a.probs_operand(jj, kb, ii, qb, h, b) = a.block_probs(jj, kb, ii, qb, h, b)[1];
-            probs = a.probs_operand;
-        }
+        // Rounded apart from the sum, which adds them unrounded as the pairs' path does.
+        const Func probs = a.packed.rounded ? a.probs_operand : a.block_probs;
         a.r_block_keys = RDom(1, kblock - 1, "r_block_keys");
         a.r_block_keys.where(a.r_block_keys <= last_key_in_block);
         a.block_out(c, kb, ii, qb, h, b) =
