@@ -13,6 +13,7 @@
 //   - on success every output element was written (outputs start as a sentinel NaN whose bits
 //     no computation produces), the outputs are finite when the inputs are finite and too small
 //     to overflow, and with tame data they match the float64 reference (support/reference.h;
+//     as much of it as a time budget per input affords, kReferenceBudget in fuzz_session.h;
 //     for the 0.2 inputs within the rounding bounds of tests/error_bounds.h);
 //   - on error nothing was written (the sentinel bytes are intact), and a cache call that fails
 //     appends to no item: after every cache call the lengths attngen_kv_cache_lengths reports

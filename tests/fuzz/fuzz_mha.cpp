@@ -178,7 +178,7 @@ void ForwardAction(FuzzedDataProvider &in, DataSource &src, Session &s) {
 
     const bool tame = finite && max_x <= 1.0f && w.max_w <= 1.0f && w.max_b <= 1.0f &&
                       AdditiveSmall(mask) && s.RopeTame();
-    if (st != ATTNGEN_OK || !tame) return;
+    if (st != ATTNGEN_OK || !tame || !s.AffordReference(f.batch, f.q_len, f.kv_len)) return;
     const attngen_ref::MhaWeights rw = RefWeights(w, w);
     const attngen_ref::MhaResult ref = attngen_ref::mha(
         config, rw, f.batch, f.q_len, f.kv_len, query.data(), key.data(), value.data(), f.mask);

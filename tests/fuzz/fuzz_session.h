@@ -60,6 +60,14 @@ struct CacheSlot {
     }
 };
 
+// Multiply-adds of float64 reference (and as many again for its error bounds) one input may
+// spend: about 1.2 s with the sanitizers on this project's 2-core hosts (35 million a second,
+// measured), far from libFuzzer's 20 s timeout. The sizes the fuzzer picks stay well below it;
+// the rare outsized ones (a handle of thousands of features, called a dozen times) once took
+// 52 s and failed CI's fuzz run as a timeout. Past the budget the calls are still made and
+// checked, except against the reference.
+constexpr double kReferenceBudget = 4e7;
+
 // A handle as the fuzzer models it: its config, the weights it was last given, its two cache
 // slots and (on first use) a second handle.
 struct Session {
@@ -77,6 +85,20 @@ struct Session {
     double Projected(double width, double max_x, const Weights &w) const {
         const double p = width * max_x * w.max_w + w.max_b;
         return d.rope != ATTNGEN_ROPE_NONE ? 2 * p : p;
+    }
+    double reference_budget = kReferenceBudget;  // what this input may still spend
+
+    // Whether the float64 reference of a forward of these sizes fits what is left of the
+    // budget; if so, it is spent. The work counted: the projections, both attention products
+    // and the output projection.
+    bool AffordReference(int32_t batch, int32_t q_len, int32_t kv_len) {
+        const double queries = double(batch) * q_len, keys = double(batch) * kv_len;
+        const double work = queries * d.d_model * (d.inner() + d.out_inner()) +
+                            keys * (double(d.kdim) * d.kv_inner() + double(d.vdim) * d.v_inner()) +
+                            queries * kv_len * d.num_heads * (d.head_dim + d.v_head_dim);
+        if (work > reference_budget) return false;
+        reference_budget -= work;
+        return true;
     }
     // Rotation angles are finite (a NaN or negative base gives NaN angles).
     bool RopeFinite() const { return d.rope == ATTNGEN_ROPE_NONE || d.rope_theta > 0; }
