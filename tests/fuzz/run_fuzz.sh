@@ -35,5 +35,9 @@ run() {
 
 echo "==> replaying $(ls "$corpus" | wc -l) corpus inputs"
 run -runs=0 "$corpus"
+# The fuzzing below runs the kernels' richest variant the CPU takes; the corpus (a few seconds)
+# also on the AVX2 one, which most x86 CPUs in use run.
+echo "==> replaying them on the AVX2 variant"
+ATTNGEN_CPU_DISPATCH=avx2 run -runs=0 "$corpus"
 echo "==> fuzzing for at most ${seconds}s / $runs inputs"
 run -max_total_time="$seconds" -runs="$runs" "$scratch/new" "$corpus"
