@@ -60,12 +60,12 @@ struct CacheSlot {
     }
 };
 
-// Multiply-adds of float64 reference (and as many again for its error bounds) one input may
+// Multiply-adds of the float64 reference (and as many again for its error bounds) one input may
 // spend: about 1.2 s with the sanitizers on this project's 2-core hosts (35 million a second,
-// measured), far from libFuzzer's 20 s timeout. The sizes the fuzzer picks stay well below it;
-// the rare outsized ones (a handle of thousands of features, called a dozen times) once took
-// 52 s and failed CI's fuzz run as a timeout. Past the budget the calls are still made and
-// checked, except against the reference.
+// measured), far from libFuzzer's 20 s timeout. A call of the usual sizes (up to 48 features,
+// 6 heads, 70 positions) costs at most about 1e7; an outsized handle (thousands of features)
+// called a dozen times once took 52 s, the likely cause of a failed CI fuzz run. Past the
+// budget the calls are still made and checked, except against the reference.
 constexpr double kReferenceBudget = 4e7;
 
 // A handle as the fuzzer models it: its config, the weights it was last given, its two cache
