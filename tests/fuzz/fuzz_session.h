@@ -79,6 +79,7 @@ struct Session {
     // A second handle of the same config and weights: a cache of `m` must refuse it.
     std::unique_ptr<attngen_mha, void (*)(attngen_mha *)> other{nullptr, attngen_mha_destroy};
     CacheSlot caches[2];  // destroyed before the handles (members go in reverse order)
+    double reference_budget = kReferenceBudget;  // what this input may still spend
 
     // Bound on |projected element| of rows of width `width` and magnitude `max_x`, rotated
     // pairs included (a rotation mixes two elements: at most their sum).
@@ -86,7 +87,6 @@ struct Session {
         const double p = width * max_x * w.max_w + w.max_b;
         return d.rope != ATTNGEN_ROPE_NONE ? 2 * p : p;
     }
-    double reference_budget = kReferenceBudget;  // what this input may still spend
 
     // Whether the float64 reference of a forward of these sizes fits what is left of the
     // budget; if so, it is spent. The work counted: the projections, both attention products
