@@ -105,17 +105,10 @@ void schedule_register_tile_into(Func acc, Func tile, const LoopLevel &at, const
     for (const TileShape &t : shapes) tile_stage(tile.specialize(t.when), t.vectors, t.rows);
     tile_stage(tile, vectors, rows_per_tile);
     for (const Expr &w : when) tile.specialize(w);
-    // A float32 tile's first term unrolled as the update is: with a loop over the vectors of
-    // each row, the accumulators went through a stack buffer (a multiply and a store per
-    // vector, then a load of each before the update's loop), 3.0% of the attention task's
-    // samples at sdpa/bert-512 (perf annotate, AVX-512). scripts/paired_ab.py, Zen 5, 10
-    // pairs, old/new: mha_forward/ long-causal 1.014x, long-single 1.013x, bert-512-b8 1.011x,
-    // gpt2-causal 1.010x, bert-128 1.009x, bert-512 0.996x and 1.010x; the AVX2 kernels level
-    // to 1.01x. Not the zeros of vdpbf16ps tiles: unrolled, LLVM moved every accumulator to
-    // another register at each step of the update's loop (16 vmovaps beside the 16 vdpbf16ps
-    // of the score tile), and the bfloat16 forward lost 1-3%.
+    // Unrolled tiles (TileCopy) compute a float32 first term unrolled too; the zeros of
+    // vdpbf16ps tiles stay in a loop.
     acc.compute_at(tile, co).split(columns, cv, cl, vec).vectorize(cl).unroll(rows);
-    if (!reduction.dot_product) acc.unroll(cv);
+    if (copy == TileCopy::Unrolled && !reduction.dot_product) acc.unroll(cv);
     // With several shapes, each specialization's tile is a constant of its own.
     if (shapes.empty()) acc.bound_extent(columns, vectors * vec).bound_extent(rows, rows_per_tile);
     order_tile_update(acc.update().split(columns, cv, cl, vec), cl, cv, rows, reduction);
