@@ -215,7 +215,8 @@ class AttngenGenerator : public Generator<T> {
     Func attention(const Func &q, const Func &k, const Func &v, const Expr &dk, const Expr &dv,
                    const Expr &q_len, const Expr &kv_len, const Expr &group, const Expr &scale,
                    const MaskInputs &mask, Func *weights, const Type &products = Float(32),
-                   const Expr &unrotated = Expr(), const Expr &kv_heads = Expr()) {
+                   const Expr &unrotated = Expr(), const Expr &kv_heads = Expr(),
+                   const Type &flash_out_type = Float(32)) {
         const Target t = this->get_target();
         if (weights == nullptr && t.has_gpu_feature() && !this->using_autoscheduler()) {
             const auto flash = [&](const GpuScheduleKnobs &blocks) {
@@ -259,7 +260,7 @@ class AttngenGenerator : public Generator<T> {
             FlashAttentionStage a = define_flash_attention(
                 q, k, v, dk, dv, q_len, kv_len, group, scale, mask, query_block, knobs.key_block,
                 false, products, cpu_value_tile(knobs, t), !amx && !has_bfloat16_dot_product(t),
-                amx ? kv_heads : Expr(), unrotated);
+                amx ? kv_heads : Expr(), unrotated, flash_out_type);
             schedule_flash_attention_cpu(a, t, knobs);
             return a.out;
         }
@@ -470,7 +471,13 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         // attention multiplies float32 (define_attention), and takes the heads unrounded; an
         // autoscheduled kernel (no flash kernel either) takes them rounded, as bfloat16 products
         // would.
-        if (precision == Precision::BF16 && !weights_output && !get_target().has_gpu_feature()) {
+        // The flash kernel's output likewise: the output projection rounds its operand to
+        // bfloat16 (define_projection), so the kernel stores it rounded, the same bits in half
+        // the bytes. scripts/paired_ab.py, Zen 5, old/new: mha_forward_bf16/long-causal 1.015x
+        // twice (9 of 10 and 13 of 16 pairs), the other shapes level (0.988-1.011x).
+        const bool bf16_flash =
+            precision == Precision::BF16 && !weights_output && !get_target().has_gpu_feature();
+        if (bf16_flash) {
             for (ProjectionStage *p : {&pq, &pk, &pv}) store_result_as(*p, BFloat(16));
         }
         Func qh = split_heads("q_heads", pq.result, hd, q_len);
@@ -491,7 +498,8 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         const Type products = precision == Precision::BF16 ? BFloat(16) : Float(32);
         Func attention_out =
             attention(qr, kr, vh, hd, v_head_dim, q_len, kv_len, heads / num_kv_heads, scale, mask,
-                      weights ? &probs : nullptr, products, rope == 0, num_kv_heads);
+                      weights ? &probs : nullptr, products, rope == 0, num_kv_heads,
+                      bf16_flash ? BFloat(16) : Float(32));
 
         MergedHeads merged =
             merge_heads(attention_out, q_len, batch, !get_target().has_gpu_feature());

@@ -457,7 +457,8 @@ constexpr int kKeyBlockGrain = 64;
 // amx_kv_heads, defined for bfloat16 products in pairs (not float_operand), takes the two
 // products in AMX tiles (AmxAttention) over that many key/value heads; key_block is then a
 // multiple of kAmxBlock, and the blocks shrink to multiples of it. sources_unrotated: as
-// PackedScore's, which it becomes.
+// PackedScore's, which it becomes. out_type: the type out stores, float32 or the type a consumer
+// rounds it to anyway.
 FlashAttentionStage define_flash_attention(
     const Halide::Func &q, const Halide::Func &k, const Halide::Func &v, const Halide::Expr &dk,
     const Halide::Expr &dv, const Halide::Expr &q_len, const Halide::Expr &kv_len,
@@ -465,7 +466,8 @@ FlashAttentionStage define_flash_attention(
     const Halide::Expr &query_block, int key_block, bool fixed_blocks = false,
     const Halide::Type &products = Halide::Float(32), int value_tile = 0,
     bool float_operand = false, const Halide::Expr &amx_kv_heads = Halide::Expr(),
-    const Halide::Expr &sources_unrotated = Halide::Expr());
+    const Halide::Expr &sources_unrotated = Halide::Expr(),
+    const Halide::Type &out_type = Halide::Float(32));
 
 // The two halves of AmxAttention (stages_flash_amx.cpp), for define_flash_attention: the score
 // (a.packed.score is replaced) and then, once a.probs_operand exists, a.block_out.

@@ -10,11 +10,14 @@ namespace attngen {
 
 using namespace Halide;
 
-FlashAttentionStage define_flash_attention(
-    const Func &q, const Func &k, const Func &v, const Expr &dk, const Expr &dv, const Expr &q_len,
-    const Expr &kv_len, const Expr &group, const Expr &scale, const MaskInputs &mask,
-    const Expr &query_block, int key_block, bool fixed_blocks, const Type &products, int value_tile,
-    bool float_operand, const Expr &amx_kv_heads, const Expr &sources_unrotated) {
+FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const Func &v,
+                                           const Expr &dk, const Expr &dv, const Expr &q_len,
+                                           const Expr &kv_len, const Expr &group, const Expr &scale,
+                                           const MaskInputs &mask, const Expr &query_block,
+                                           int key_block, bool fixed_blocks, const Type &products,
+                                           int value_tile, bool float_operand,
+                                           const Expr &amx_kv_heads, const Expr &sources_unrotated,
+                                           const Type &out_type) {
     const bool amx = amx_kv_heads.defined();
     // AMX's products reduce whole blocks of kAmxBlock keys.
     const int key_multiple = amx ? kAmxBlock : kReductionLanes;
@@ -228,8 +231,8 @@ FlashAttentionStage define_flash_attention(
     // latency overlaps the stores, and the samples were the stores'.
     a.out = Func("attention_out");
     const Expr final_sum = a.state(c, i % qblock, i / qblock, h, b)[2];
-    a.out(c, i, h, b) = a.state(c, i % qblock, i / qblock, h, b)[0] *
-                        select(final_sum > 0.0f, 1.0f / final_sum, 0.0f);
+    a.out(c, i, h, b) = cast(out_type, a.state(c, i % qblock, i / qblock, h, b)[0] *
+                                           select(final_sum > 0.0f, 1.0f / final_sum, 0.0f));
     return a;
 }
 
