@@ -211,7 +211,8 @@ class AttngenGenerator : public Generator<T> {
     // Query head h reads key/value head h / group. The CPU flash kernel multiplies q . k and
     // probs x values in `products` (PackedScore); the others in float32.
     // q and k rotated by rotary() (inline on CPU targets) come with `unrotated`, true at run
-    // time when they are the projected heads as they are.
+    // time when they are the projected heads as they are. The CPU flash kernel stores its
+    // output as flash_out_type (define_flash_attention's out_type); the others in float32.
     Func attention(const Func &q, const Func &k, const Func &v, const Expr &dk, const Expr &dv,
                    const Expr &q_len, const Expr &kv_len, const Expr &group, const Expr &scale,
                    const MaskInputs &mask, Func *weights, const Type &products = Float(32),

@@ -121,11 +121,11 @@ struct TileShape {
 // Zen 5). scripts/paired_ab.py, old/new, two runs of 10 pairs: mha_forward/ long-single 1.013x
 // and 1.012x, long-causal 1.014x and 1.011x, bert-512-b8 1.011x and 1.004x, bert-512 0.996x and
 // 1.008x, gpt2-causal 1.010x and 0.998x, bert-128 1.009x and 0.995x; the AVX2 kernels (sdpa/,
-// 3 rounds) level to 1.01x. The decode kernel's tiles, unrolled so, lost
-// again: decode_bf16/long-decode 0.967-0.970x (16 pairs, twice). The zeros that start a
-// vdpbf16ps tile keep their loop too: unrolled, LLVM moved every accumulator to another
-// register at each step of the update (16 vmovaps beside the score tile's 16 vdpbf16ps), and
-// the bfloat16 forward lost 1-3%.
+// 3 rounds) level to 1.01x. The decode kernel's tiles lost with their first term unrolled
+// too: decode_bf16/long-decode 0.967-0.970x (16 pairs, twice). The zeros that start a vdpbf16ps
+// tile keep their loop: unrolled, LLVM moved every accumulator to another register at each
+// step of the update (16 vmovaps beside the score tile's 16 vdpbf16ps), and the bfloat16
+// forward lost 1-3%.
 enum class TileCopy { Loops, Unrolled };
 
 // A register-blocked reduction computed inside a larger loop nest (a query block of attention,
