@@ -42,6 +42,13 @@ Type storage_type(Precision p) {
     return Float(32);
 }
 
+// The operands' type of attention's two products on a CPU's flash kernel: bfloat16 handles
+// multiply in bfloat16 (attngen_precision), float16 ones in float32, since x86 has no float16
+// dot product.
+Type attention_products(Precision p) {
+    return p == Precision::BF16 ? BFloat(16) : Float(32);
+}
+
 // The type of a precision's weight buffers on `target`: on GPU targets the 16-bit formats come
 // as their bits, uint16, but for float16 on CUDA (layout.h, half_weights_as_bits).
 Type weight_buffer_type(Precision p, const Target &target) {
@@ -494,13 +501,10 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         Func qr = rotary("q_rotated", qh, rotation, q_position);
         Func kr = rotary("k_rotated", kh, rotation, k_position);
         Func probs;
-        // Bfloat16 handles multiply in bfloat16 through attention too (attngen_precision);
-        // float16 ones in float32: x86 has no float16 dot product.
-        const Type products = precision == Precision::BF16 ? BFloat(16) : Float(32);
         Func attention_out =
             attention(qr, kr, vh, hd, v_head_dim, q_len, kv_len, heads / num_kv_heads, scale, mask,
-                      weights ? &probs : nullptr, products, rope == 0, num_kv_heads,
-                      bf16_flash ? BFloat(16) : Float(32));
+                      weights ? &probs : nullptr, attention_products(precision), rope == 0,
+                      num_kv_heads, bf16_flash ? BFloat(16) : Float(32));
 
         MergedHeads merged =
             merge_heads(attention_out, q_len, batch, !get_target().has_gpu_feature());
@@ -819,8 +823,9 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
     GeneratorParam<Precision> precision{"precision", Precision::F32, kPrecisionNames};
 
     Input<Buffer<float, 3>> query{"query"};  // (d_model, q_len, batch)
-    // Weights and cache in the precision's type; the attention widens the cached keys and
-    // values to float32 and multiplies them by float32 queries and probabilities.
+    // Weights and cache in the precision's type. The split-KV kernel widens the cached keys and
+    // values to float32 and multiplies them by float32 queries and probabilities; a prompt's
+    // flash kernel multiplies attention_products (cache_flash_attention).
     Input<Buffer<void, 3>> wq_t{"wq_t"}, wo_t{"wo_t"};
     Input<Buffer<float, 1>> bq{"bq"}, bo{"bo"};
     // (kCacheKeyBlock, head_dim, blocks, kv_heads, max_batch): position p is (p % block, p / block)
@@ -970,7 +975,11 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
     }
 
     // The flash kernel over each item's cached keys and values: the item's length is its key
-    // mask, and a bottom-right causal mask ends there.
+    // mask, and a bottom-right causal mask ends there. A bfloat16 cache's prompt multiplies in
+    // bfloat16, as attngen_mha_forward does: the cache holds its keys and values in bfloat16
+    // already, and a prompt is bound by its products, not by reading the cache. (The split-KV
+    // kernel's steps are bound by reading it, and widen it to float32.) Not in AMX tiles
+    // (attention()'s kv_heads): that path was not tried, for want of a CPU with AMX to test it.
     Func cache_flash_attention(const Func &q, const Func &keys, const Func &values, const Func &n) {
         Var d("d"), c("c"), j("j"), hk("hk"), b("b"), x("x"), y("y"), z("z"), w("w");
         const Expr item = clamp(bounded(items)(b), 0, k_cache.dim(4).extent() - 1);
@@ -991,7 +1000,7 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
         // item of the call is empty; the key mask hides it.
         return attention(q, k_heads, v_heads, head_dim, v_head_dim, query.dim(1).extent(),
                          max(key_limit, 1), num_heads / num_kv_heads, scale, mask, nullptr,
-                         Float(32), rope == 0);
+                         attention_products(precision), rope == 0);
     }
 
     // On GPUs the split-KV kernel too, with splits of a constant gpu_decode_split_keys keys

@@ -170,6 +170,17 @@ TEST_P(HalfPrecision, DecodingPromptsAndLongCaches) {
     DecodeAndCheck(Model(16, 4).num_kv_heads(1).rope(ATTNGEN_ROPE_HALF), 600, 595);
 }
 
+// Prompts into the cache (on CPUs the flash kernel, in bfloat16 products for a bfloat16 cache):
+// test_decode.cpp's cases in the handle's precision, among them odd head sizes across key
+// blocks, a chunk whose causal mask ends past its first query, items of different lengths in
+// one call and an empty item.
+TEST_P(HalfPrecision, DecodingPromptsThroughTheFlashKernel) {
+    const MhaTester base = MhaTester().precision(GetParam());
+    CheckPromptsAroundTheFlashSwitch(base);
+    CheckItemsAtDifferentLengthsInOneCall(base, 5, 2, {1, attngen::kCacheFlashMinQueries + 1});
+    CheckAnEmptyItemGivesTheOutputBias(base, attngen::kCacheFlashMinQueries);
+}
+
 // From 16 rows (a whole AMX tile), on CPUs with AMX, the cached forward's and kv_project's
 // projections multiply in AMX tiles (AmxPath::min_rows); fewer keep their other paths. Prompts
 // on either side of that limit and ending inside a third tile of rows, models on either side of
