@@ -508,7 +508,7 @@ Expr exp_nonpositive(const Expr &x, const Type &products) {
     // checks these bounds on every 61st float): without FMA (the SSE4.1 and baseline variants) at
     // most 5.6e-7 for x in [-10, 0] and 4.1e-6 down to -87, the error of r = x - n * ln 2 growing
     // with n; where the target fuses multiply-adds (AVX2, AVX-512, 64-bit ARM), with the
-    // polynomial below, 1.1e-7 and 3.2e-7.
+    // polynomial below, 1.9e-7 and 3.9e-7.
     // Below -87 float exp underflows: those entries are exactly 0 (a key an additive mask of
     // -1e9 pushes away must get weight 0, as float64 gives), and x is clamped there so that n
     // stays a normal exponent and every step stays finite. Not clamped, with the final select
@@ -537,29 +537,30 @@ Expr exp_nonpositive(const Expr &x, const Type &products) {
         // and bert-128 1.03x, bert-512-b8 1.02x, tutorial 1.00x.
         poly = (((0.04151374f * r + 0.1678746f) * r + 0.50003016f) * r + 0.99996686f) * r + 1.0f;
     } else {
-        // Where multiply-adds fuse (x86 with FMA, 64-bit ARM), a degree-6 polynomial in Horner's
-        // form, fitted as the 16-bit one is (constant term 1): six FMAs where Cephes' form takes
-        // eight operations, for the same error (every 61st float, tests/stages, AVX-512: 1.05e-7
-        // on [-10, 0] and 3.12e-7 below, against Cephes' 1.2e-7 and 3.0e-7; r's own error
-        // dominates below). Unfused, Horner's last two roundings (r * p, then + 1) cost it
-        // 6.0e-7 near 0 (a float32 model of both), past the bound above, so other targets keep
-        // Cephes' 1 + (r + r^2 P(r)), which adds r exactly first. (LLVM folds the + 1 into the
-        // scaling by 2^n as one more FMA.) scripts/paired_ab.py, Zen 5, 10 pairs, old/new:
-        // mha_forward/ long-single 1.015x (10 of 10), gpt2-causal 1.013x, long-causal 1.013x,
-        // bert-512 1.006x; the AVX2 variant 1.002-1.005x; bfloat16 (its state rescale) level.
+        // Where multiply-adds fuse (x86 with FMA, 64-bit ARM), a degree-5 polynomial in Horner's
+        // form, fitted as the 16-bit one is (constant term 1): five FMAs where Cephes' form takes
+        // eight operations. Every 61st float (tests/stages, AVX-512): 1.86e-7 on [-10, 0] and
+        // 3.91e-7 below, about 3 units in the last place, where Cephes gives 1.2e-7 and 3.0e-7
+        // (r's own error dominates below). A degree-6 fit (1.05e-7, 3.12e-7) took one FMA more
+        // in a chain of dependent FMAs: on AVX2, whose vectors hold half as many keys, the exp
+        // loop is bound by that chain's latency more than by its throughput. Degree 5 against 6,
+        // Zen 4 (bench/RESULTS.md, session 75), the kernels alone: sdpa/ long-single 1.021x,
+        // gpt2-causal 1.012x, bert-512 1.009x on AVX2, 1.003-1.008x on AVX-512; whole forwards
+        // (scripts/paired_ab.py) 0.99-1.03x. Unfused, Horner's last two roundings (r * p, then
+        // + 1) cost 6.0e-7 near 0 (a float32 model of both), past the bound above, so other
+        // targets keep Cephes' 1 + (r + r^2 P(r)), which adds r exactly first. (LLVM folds the
+        // + 1 into the scaling by 2^n as one more FMA.)
         // (The library's AVX-512 targets name avx512_skylake, which implies FMA without
         // setting its flag.)
         const Expr fused = target_has_feature(Target::FMA) ||
                            target_has_feature(Target::AVX512_Skylake) ||
                            (target_arch_is(Target::ARM) && target_bits() == 64);
-        const Expr horner = (((((1.384365023e-3f * r + 8.374156430e-3f) * r + 4.166800156e-2f) * r +
-                               1.666643173e-1f) *
-                                  r +
-                              4.999999404e-1f) *
-                                 r +
-                             1.0f) *
-                                r +
-                            1.0f;
+        const Expr horner =
+            ((((8.29030666e-3f * r + 4.18979116e-2f) * r + 1.66676357e-1f) * r + 4.99991506e-1f) *
+                 r +
+             0.999999702f) *
+                r +
+            1.0f;
         const Expr r2 = r * r;
         const Expr cephes =
             ((((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
