@@ -339,9 +339,10 @@ MaskedLogits define_masked_logits(const Halide::Func &score, const Halide::Expr 
                                   const MaskInputs &mask, const Halide::Expr &q_len,
                                   const Halide::Expr &kv_len);
 
-// exp(x) for x <= 0, exactly 0 where float exp underflows. With `products` a 16-bit type (the
-// results are rounded to it before they are multiplied), a shorter polynomial of a coarser
-// error that the rounding dwarfs (stages.cpp).
+// exp(x) for x <= 0: exactly 0 from about -87.68 down (-inf too), subnormal between that and
+// -87.34, as float exp is. With `products` a 16-bit type (the results are rounded to it before
+// they are multiplied), a shorter polynomial of a coarser error that the rounding dwarfs
+// (stages.cpp).
 Halide::Expr exp_nonpositive(const Halide::Expr &x,
                              const Halide::Type &products = Halide::Float(32));
 
