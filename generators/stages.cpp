@@ -547,7 +547,8 @@ Expr exp_nonpositive(const Expr &x, const Type &products) {
         // 3.91e-7 below, about 3 units in the last place, where Cephes gives 1.2e-7 and 3.0e-7
         // (r's own error dominates below). A degree-6 fit (1.05e-7, 3.12e-7) took one FMA more
         // in a chain of dependent FMAs: on AVX2, whose vectors hold half as many keys, the exp
-        // loop is bound by that chain's latency more than by its throughput. Degree 5 against 6,
+        // loop appears bound by that chain's latency more than by its throughput (a profile's
+        // inference, bench/RESULTS.md session 75). Degree 5 against 6,
         // Zen 4 (bench/RESULTS.md, session 75), the kernels alone: sdpa/ long-single 1.021x,
         // gpt2-causal 1.012x, bert-512 1.009x on AVX2, 1.003-1.008x on AVX-512; whole forwards
         // (scripts/paired_ab.py) 0.99-1.03x. Unfused, Horner's last two roundings (r * p, then
