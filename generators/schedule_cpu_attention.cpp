@@ -392,8 +392,15 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // region a vector past its required one where the loop's last vector shifts inwards. Not
     // on AMX, whose tiles' reads of these buffers no host of the suite has checked against the
     // bound (a bound too small is a run-time error, not a wrong answer).
+    // The logits are the score tile's output, which rounds the block up to whole tiles: a head
+    // of one block is a multiple of kReductionLanes keys only, not always of a tile of 3 or 4
+    // vectors (4 x 2 tiles, which the tuner may pick, overran the bound by up to 32 keys at heads
+    // of 1 to 100 keys, a run-time error: tests/stages, FlashAttention).
     if (!amx) {
-        for (Func f : {a.block_logits, a.block_probs}) f.bound_storage(jj, a.key_block + vec);
+        const int tile_keys = knobs.score_vectors * vec;
+        a.block_logits.bound_storage(jj,
+                                     (a.key_block + tile_keys - 1) / tile_keys * tile_keys + vec);
+        a.block_probs.bound_storage(jj, a.key_block + vec);
         if (a.probs_operand.defined() && !a.probs_operand_in_block_probs) {
             a.probs_operand.bound_storage(jj, a.key_block + vec);
         }
