@@ -396,8 +396,8 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // of one block is a multiple of kReductionLanes keys only, not always of a tile of 3 or 4
     // vectors (4 x 2 tiles, which the tuner may pick, overran the bound by up to 32 keys at heads
     // of 1 to 100 keys, a run-time error: tests/stages, FlashAttention). Where the vector past
-    // the block covers the rounding (tiles of 1 or 2 vectors), the bound is as it was: a bound of
-    // both, 16 floats a row more at heads of 80 keys, took 1.013x the time there.
+    // the block covers the rounding (tiles of 1 or 2 vectors, the tuned ones), the bound is as
+    // it was, and so are the buffers of the kernels built with them.
     if (!amx) {
         const int tile_keys = knobs.score_vectors * vec;
         const Expr whole_tiles = (a.key_block + tile_keys - 1) / tile_keys * tile_keys;
