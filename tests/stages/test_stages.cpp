@@ -778,89 +778,6 @@ TEST(Knobs, RegisterTilesFitTheTargetsRegisters) {
     }
 }
 
-// The float32 flash kernel of attngen_sdpa (no mask) for `target` with `requested` knobs, as
-// the generators define and schedule it, JIT-compiled. q, k, v are (d, len, heads, batch).
-struct FlashPipeline {
-    ImageParam q{Float(32), 4, "q"}, k{Float(32), 4, "k"}, v{Float(32), 4, "v"};
-    Func out;
-
-    FlashPipeline(const Target &target, const attngen::CpuScheduleKnobs &requested) {
-        Var j("j"), i("i"), h("h"), b("b");
-        attngen::MaskInputs none;
-        none.kv_lengths = Func("kv_lengths");
-        none.kv_lengths(b) = k.dim(1).extent();
-        none.bool_mask = Func("bool_mask");
-        none.bool_mask(j, i, b) = cast<uint8_t>(0);
-        none.additive = Func("additive");
-        none.additive(j, i, h, b) = 0.0f;
-        none.causal = 0;
-        none.has_bool_mask = cast<bool>(0);
-        none.has_additive = cast<bool>(0);
-        const Expr dk = q.dim(0).extent(), dv = v.dim(0).extent(), kv_len = k.dim(1).extent();
-        const attngen::CpuScheduleKnobs knobs = attngen::resolve_cpu_knobs(requested, target);
-        attngen::FlashAttentionStage a = attngen::define_flash_attention(
-            Func(q), Func(k), Func(v), dk, dv, q.dim(1).extent(), kv_len, 1,
-            1.0f / sqrt(cast<float>(dk)), none,
-            attngen::flash_query_block(knobs, target, kv_len, dk, dv, none.causal), knobs.key_block,
-            false, Float(32), attngen::cpu_value_tile(knobs, target));
-        attngen::schedule_flash_attention_cpu(a, target, requested);
-        out = a.out;
-        out.compile_jit(target);
-    }
-
-    // Runs one head of q_len queries over kv_len keys (heads of 16), against the float64
-    // reference.
-    void check(int q_len, int kv_len) {
-        SCOPED_TRACE("q_len " + std::to_string(q_len) + " kv_len " + std::to_string(kv_len));
-        const int d = 16;
-        Buffer<float> qb(d, q_len, 1, 1), kb(d, kv_len, 1, 1), vb(d, kv_len, 1, 1);
-        uint32_t state = 12345;
-        const auto next = [&state] {
-            state = state * 1664525u + 1013904223u;
-            return float(int(state >> 9) % 2001 - 1000) / 1000.0f;
-        };
-        for (Buffer<float> *buf : {&qb, &kb, &vb})
-            buf->for_each_value([&](float &x) { x = next(); });
-        q.set(qb), k.set(kb), v.set(vb);
-        Buffer<float> got(d, q_len, 1, 1);
-        try {
-            out.realize(got);
-        } catch (const Halide::RuntimeError &e) {
-            FAIL() << e.what();
-        }
-        const attngen_ref::SdpaShape shape{1, 1, q_len, kv_len, d, d};
-        const attngen_ref::SdpaResult want =
-            attngen_ref::sdpa(shape, qb.data(), kb.data(), vb.data(), nullptr, 0.0);
-        for (int i = 0; i < q_len; ++i) {
-            for (int c = 0; c < d; ++c) {
-                ASSERT_NEAR(got(c, i, 0, 0), want.out[size_t(i) * d + c], 1e-5)
-                    << "query " << i << " feature " << c;
-            }
-        }
-    }
-};
-
-// A score tile of 4 vectors (which the tuner may pick: it fits every target's registers with 2
-// rows) is wider than the 16-key grain of a short head's one key block, and rounds the block up
-// by more than the one vector its buffers had room for. Before the buffers took the rounding,
-// 1, 17, 20 and 80 keys made the kernel fail at run time on AVX-512, 1, 48, 80 and 100 on AVX2
-// ("The explicit allocation bound ... of dimension jj of block_logits is too small").
-TEST(FlashAttention, ScoreTilesWiderThanTheKeyGrainFitTheBlockBuffers) {
-    attngen::CpuScheduleKnobs wide_tiles;
-    wide_tiles.score_vectors = 4, wide_tiles.score_rows = 2;
-    std::vector<Target> targets = cpu_targets();
-    const Target host = get_host_target();
-    if (host.has_feature(Target::AVX512_Skylake) || host.has_feature(Target::AVX512)) {
-        targets.push_back(Target("x86-64-linux-avx-avx2-fma-f16c"));  // 8-float vectors too
-    }
-    for (const Target &t : targets) {
-        SCOPED_TRACE(t.to_string());
-        ASSERT_EQ(attngen::resolve_cpu_knobs(wide_tiles, t).score_vectors, 4);
-        FlashPipeline pipeline(t, wide_tiles);
-        for (int kv_len : {1, 17, 20, 48, 80, 100}) pipeline.check(7, kv_len);
-    }
-}
-
 // Whether resolve_gpu_knobs refuses `knobs` with a message naming `knob`.
 bool RefusedNaming(const attngen::GpuScheduleKnobs &knobs, const std::string &knob) {
     try {
@@ -922,6 +839,94 @@ TEST(Knobs, GpuDecodeRowsPerThreadAreOneOrTheBlocks) {
     for (int rows : {2, 3}) {
         k.gpu_decode_rows_per_thread = rows;
         EXPECT_TRUE(RefusedNaming(k, "gpu_decode_rows_per_thread")) << rows << " rows a thread";
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// define_flash_attention with schedule_flash_attention_cpu: knob settings that the tuner may
+// pick but the tuned file does not.
+
+// The float32 flash kernel of attngen_sdpa (no mask) for `target` with `requested` knobs, as
+// the generators define and schedule it, JIT-compiled. q, k, v are (d, len, heads, batch).
+struct FlashPipeline {
+    ImageParam q{Float(32), 4, "q"}, k{Float(32), 4, "k"}, v{Float(32), 4, "v"};
+    Func out;
+
+    FlashPipeline(const Target &target, const attngen::CpuScheduleKnobs &requested) {
+        Var j("j"), i("i"), h("h"), b("b");
+        attngen::MaskInputs none;
+        none.kv_lengths = Func("kv_lengths");
+        none.kv_lengths(b) = k.dim(1).extent();
+        none.bool_mask = Func("bool_mask");
+        none.bool_mask(j, i, b) = cast<uint8_t>(0);
+        none.additive = Func("additive");
+        none.additive(j, i, h, b) = 0.0f;
+        none.causal = 0;
+        none.has_bool_mask = cast<bool>(0);
+        none.has_additive = cast<bool>(0);
+        const Expr dk = q.dim(0).extent(), dv = v.dim(0).extent(), kv_len = k.dim(1).extent();
+        const attngen::CpuScheduleKnobs knobs = attngen::resolve_cpu_knobs(requested, target);
+        attngen::FlashAttentionStage a = attngen::define_flash_attention(
+            Func(q), Func(k), Func(v), dk, dv, q.dim(1).extent(), kv_len, 1,
+            1.0f / sqrt(cast<float>(dk)), none,
+            attngen::flash_query_block(knobs, target, kv_len, dk, dv, none.causal), knobs.key_block,
+            false, Float(32), attngen::cpu_value_tile(knobs, target));
+        attngen::schedule_flash_attention_cpu(a, target, requested);
+        out = a.out;
+        out.compile_jit(target);
+    }
+
+    // Runs one head of q_len queries over kv_len keys (heads of 16), against the float64
+    // reference.
+    void check(int q_len, int kv_len) {
+        SCOPED_TRACE("q_len " + std::to_string(q_len) + " kv_len " + std::to_string(kv_len));
+        const int d = 16;
+        Buffer<float> qb(d, q_len, 1, 1), kb(d, kv_len, 1, 1), vb(d, kv_len, 1, 1);
+        uint32_t state = 12345;
+        const auto next = [&state] {
+            state = state * 1664525u + 1013904223u;
+            return float(int(state >> 9) % 2001 - 1000) / 1000.0f;
+        };
+        for (Buffer<float> *buf : {&qb, &kb, &vb}) {
+            buf->for_each_value([&](float &x) { x = next(); });
+        }
+        q.set(qb), k.set(kb), v.set(vb);
+        Buffer<float> got(d, q_len, 1, 1);
+        try {
+            out.realize(got);
+        } catch (const Halide::RuntimeError &e) {
+            FAIL() << e.what();
+        }
+        const attngen_ref::SdpaShape shape{1, 1, q_len, kv_len, d, d};
+        const attngen_ref::SdpaResult want =
+            attngen_ref::sdpa(shape, qb.data(), kb.data(), vb.data(), nullptr, 0.0);
+        for (int i = 0; i < q_len; ++i) {
+            for (int c = 0; c < d; ++c) {
+                ASSERT_NEAR(got(c, i, 0, 0), want.out[size_t(i) * d + c], 1e-5)
+                    << "query " << i << " feature " << c;
+            }
+        }
+    }
+};
+
+// A score tile of 4 vectors (which the tuner may pick: it fits every target's registers with 2
+// rows) is wider than the 16-key grain of a short head's one key block, and rounds the block up
+// by more than the one vector its buffers had room for. Before the buffers took the rounding,
+// 1, 17, 20 and 80 keys made the kernel fail at run time on AVX-512, 1, 48, 80 and 100 on AVX2
+// ("The explicit allocation bound ... of dimension jj of block_logits is too small").
+TEST(FlashAttention, ScoreTilesWiderThanTheKeyGrainFitTheBlockBuffers) {
+    attngen::CpuScheduleKnobs wide_tiles;
+    wide_tiles.score_vectors = 4, wide_tiles.score_rows = 2;
+    std::vector<Target> targets = cpu_targets();
+    const Target host = get_host_target();
+    if (host.has_feature(Target::AVX512_Skylake) || host.has_feature(Target::AVX512)) {
+        targets.push_back(Target("x86-64-linux-avx-avx2-fma-f16c"));  // 8-float vectors too
+    }
+    for (const Target &t : targets) {
+        SCOPED_TRACE(t.to_string());
+        ASSERT_EQ(attngen::resolve_cpu_knobs(wide_tiles, t).score_vectors, 4);
+        FlashPipeline pipeline(t, wide_tiles);
+        for (int kv_len : {1, 17, 20, 48, 80, 100}) pipeline.check(7, kv_len);
     }
 }
 
