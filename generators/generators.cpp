@@ -981,21 +981,13 @@ class MhaDecodeGenerator : public AttngenGenerator<MhaDecodeGenerator> {
     // kernel's steps are bound by reading it, and widen it to float32.) Not in AMX tiles
     // (attention()'s kv_heads): that path was not tried, for want of a CPU with AMX to test it.
     Func cache_flash_attention(const Func &q, const Func &keys, const Func &values, const Func &n) {
-        Var d("d"), c("c"), j("j"), hk("hk"), b("b"), x("x"), y("y"), z("z"), w("w");
+        Var d("d"), c("c"), j("j"), hk("hk"), b("b");
         const Expr item = clamp(bounded(items)(b), 0, k_cache.dim(4).extent() - 1);
         Func k_heads("cached_key_heads"), v_heads("cached_value_heads");
         k_heads(d, j, hk, b) = keys(j, d, hk, item);
         v_heads(c, j, hk, b) = values(c, j, hk, item);
-        MaskInputs mask;
-        mask.kv_lengths = n;
+        MaskInputs mask = key_lengths_mask(n, causal);
         mask.causal_end = n;
-        mask.causal = causal;
-        mask.has_bool_mask = Internal::const_false();
-        mask.has_additive = Internal::const_false();
-        mask.bool_mask = Func("no_bool_mask");
-        mask.bool_mask(x, y, z) = cast<uint8_t>(0);
-        mask.additive = Func("no_additive_mask");
-        mask.additive(x, y, z, w) = 0.0f;
         // At least one key, so that reads clamped to the last key stay in the cache when every
         // item of the call is empty; the key mask hides it.
         return attention(q, k_heads, v_heads, head_dim, v_head_dim, query.dim(1).extent(),

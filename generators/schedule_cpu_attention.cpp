@@ -400,7 +400,7 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // it was, and so are the buffers of the kernels built with them.
     if (!amx) {
         const int tile_keys = knobs.score_vectors * vec;
-        const Expr whole_tiles = (a.key_block + tile_keys - 1) / tile_keys * tile_keys;
+        const Expr whole_tiles = ceil_div(a.key_block, tile_keys) * tile_keys;
         a.block_logits.bound_storage(jj, max(whole_tiles, a.key_block + vec));
         a.block_probs.bound_storage(jj, a.key_block + vec);
         if (a.probs_operand.defined() && !a.probs_operand_in_block_probs) {

@@ -395,6 +395,20 @@ Expr causal_key_offset(const MaskInputs &mask, const Expr &q_len, const Expr &kv
     return select(mask.causal == 1, 0, mask.causal == 2, kv_len - q_len, kv_len);
 }
 
+MaskInputs key_lengths_mask(const Func &kv_lengths, const Expr &causal) {
+    MaskInputs m;
+    m.kv_lengths = kv_lengths;
+    m.causal = causal;
+    m.has_bool_mask = Internal::const_false();
+    m.has_additive = Internal::const_false();
+    Var j("j"), i("i"), h("h"), b("b");
+    m.bool_mask = Func("no_bool_mask");
+    m.bool_mask(j, i, b) = cast<uint8_t>(0);
+    m.additive = Func("no_additive_mask");
+    m.additive(j, i, h, b) = 0.0f;
+    return m;
+}
+
 namespace {
 
 // sin and cos of r in [-pi, pi] in double: Taylor series to degree 21 and 22, whose remainders

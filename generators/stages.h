@@ -250,6 +250,10 @@ struct MaskInputs {
 Halide::Expr causal_key_offset(const MaskInputs &mask, const Halide::Expr &q_len,
                                const Halide::Expr &kv_len);
 
+// Mask inputs with neither a boolean nor an additive mask: keys past kv_lengths(b) and, with
+// `causal`, past the diagonal are masked. causal_end stays undefined (kv_len).
+MaskInputs key_lengths_mask(const Halide::Func &kv_lengths, const Halide::Expr &causal);
+
 // Keys transposed and values copied so that schedules can round tiles up past the last key or
 // feature, and the scores q . k over them: the first stage of both attention algorithms. Keys
 // and values have heads / group heads (grouped-query attention): query head h reads key/value

@@ -300,15 +300,8 @@ TEST(MaskedLogits, BottomRightCausalEndsAtEachItemsOwnLength) {
     const int B = int(lengths.size());
     Buffer<int32_t> n(B);
     for (int b = 0; b < B; ++b) n(b) = lengths[size_t(b)];
-    Var x("x"), y("y"), z("z"), w("w");
-    attngen::MaskInputs in;
-    in.kv_lengths = Func(n);
+    attngen::MaskInputs in = attngen::key_lengths_mask(Func(n), int(ATTNGEN_CAUSAL_BOTTOM_RIGHT));
     in.causal_end = Func(n);
-    in.causal = Expr(int(ATTNGEN_CAUSAL_BOTTOM_RIGHT));
-    in.has_bool_mask = Internal::const_false();
-    in.has_additive = Internal::const_false();
-    in.bool_mask(x, y, z) = cast<uint8_t>(0);
-    in.additive(x, y, z, w) = 0.0f;
     Var j("j"), i("i"), h("h"), b("b");
     Func score("score");
     score(j, i, h, b) = 1.0f;
@@ -853,17 +846,10 @@ struct FlashPipeline {
     Func out;
 
     FlashPipeline(const Target &target, const attngen::CpuScheduleKnobs &requested) {
-        Var j("j"), i("i"), h("h"), b("b");
-        attngen::MaskInputs none;
-        none.kv_lengths = Func("kv_lengths");
-        none.kv_lengths(b) = k.dim(1).extent();
-        none.bool_mask = Func("bool_mask");
-        none.bool_mask(j, i, b) = cast<uint8_t>(0);
-        none.additive = Func("additive");
-        none.additive(j, i, h, b) = 0.0f;
-        none.causal = 0;
-        none.has_bool_mask = cast<bool>(0);
-        none.has_additive = cast<bool>(0);
+        Var b("b");
+        Func kv_lengths("kv_lengths");
+        kv_lengths(b) = k.dim(1).extent();
+        const attngen::MaskInputs none = attngen::key_lengths_mask(kv_lengths, 0);
         const Expr dk = q.dim(0).extent(), dv = v.dim(0).extent(), kv_len = k.dim(1).extent();
         const attngen::CpuScheduleKnobs knobs = attngen::resolve_cpu_knobs(requested, target);
         attngen::FlashAttentionStage a = attngen::define_flash_attention(
