@@ -18,6 +18,7 @@
 #include <attngen/attngen.h>
 #include <attngen/detail/half_precision.h>
 #include "Halide.h"
+#include "knob_draws.h"
 #include "layout.h"
 #include "reference.h"
 #include "schedule_cpu.h"
@@ -712,6 +713,38 @@ TEST(Projection, BFloat16OperandOfGroupsPadsOnlyAnOddCount) {
     }
 }
 
+// Knob settings drawn from the tuner's values (knob_draws.h), each compiled for the targets in
+// turn on one of the projection's paths: float32 of many rows and of few (split reductions),
+// bfloat16 weights over a float32 operand, and bfloat16 pairs in vdpbf16ps where the target has
+// them. Every one is exact (check_projection) at row and feature counts around tiles, panels
+// and blocks.
+TEST(TunerKnobs, ProjectionsMatchTheReference) {
+    attngen_test::KnobDraws draw(3);
+    const std::vector<Target> targets = attngen_test::variant_targets();
+    enum Path { FloatMany, FloatFew, BFloat16FloatOperand, BFloat16Dot };
+    for (int n = 0; n < attngen_test::KnobDraws::count(3 * int(targets.size())); ++n) {
+        const Target &t = targets[n % targets.size()];
+        const attngen::CpuScheduleKnobs knobs = draw.cpu_knobs();
+        Path path = Path(draw.pick({FloatMany, FloatFew, BFloat16FloatOperand, BFloat16Dot}));
+        if (path == BFloat16Dot && !attngen::has_bfloat16_dot_product(t)) {
+            path = BFloat16FloatOperand;
+        }
+        SCOPED_TRACE(t.to_string() + " path " + std::to_string(path) + ": " +
+                     attngen_test::KnobDraws::describe(knobs));
+        ProjectionPipeline pipeline =
+            path == FloatMany  ? ProjectionPipeline(t, attngen::ProjectionRows::Many, knobs)
+            : path == FloatFew ? ProjectionPipeline(t, attngen::ProjectionRows::FewOrMany, knobs)
+            : path == BFloat16FloatOperand ? ProjectionPipeline::bfloat16_float_operand(t, knobs)
+                                           : ProjectionPipeline::bfloat16_dot(t, knobs);
+        for (int c = 0; c < 6; ++c) {
+            check_projection(pipeline, draw.pick({1, 2, 5, 13, 64, 133, 300}),
+                             draw.pick({1, 7, 64, 100, 520, 1030, 2049}),
+                             draw.pick({1, 17, 64, 100, 200}));
+            if (HasFatalFailure()) return;
+        }
+    }
+}
+
 // One set of knobs reaches every dispatch variant; a register tile tuned for AVX-512's 32
 // registers must not reach the 16 of AVX2 and SSE4.1, where it would spill.
 TEST(Knobs, RegisterTilesFitTheTargetsRegisters) {
@@ -836,62 +869,162 @@ TEST(Knobs, GpuDecodeRowsPerThreadAreOneOrTheBlocks) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// define_flash_attention with schedule_flash_attention_cpu: knob settings that the tuner may
-// pick but the tuned file does not.
+// The attention kernels (define_flash_attention with schedule_flash_attention_cpu, and
+// define_attention with schedule_attention_cpu for the weights output) at knob settings that the
+// tuner may pick but the tuned file does not.
 
-// The float32 flash kernel of attngen_sdpa (no mask) for `target` with `requested` knobs, as
-// the generators define and schedule it, JIT-compiled. q, k, v are (d, len, heads, batch).
-struct FlashPipeline {
+// One call of an attention stage: `heads` query heads over heads / group key/value heads.
+struct AttentionCase {
+    int batch = 1, heads = 1, group = 1, q_len = 1, kv_len = 1, dk = 16, dv = 16;
+    int causal = 0;  // attngen_causal
+
+    std::string name() const {
+        return "batch " + std::to_string(batch) + " heads " + std::to_string(heads) + "/" +
+               std::to_string(group) + " q_len " + std::to_string(q_len) + " kv_len " +
+               std::to_string(kv_len) + " dk " + std::to_string(dk) + " dv " + std::to_string(dv) +
+               " causal " + std::to_string(causal);
+    }
+};
+
+// An attention stage's inputs as the generators give them: q (d, q_len, heads, batch), k and v
+// (d, kv_len, heads / group, batch), keys past each item's length masked, and a causal mode.
+struct AttentionInputs {
     ImageParam q{Float(32), 4, "q"}, k{Float(32), 4, "k"}, v{Float(32), 4, "v"};
-    Func out;
+    ImageParam lengths{Int(32), 1, "lengths"};
+    Param<int> causal{"causal"};
 
-    FlashPipeline(const Target &target, const attngen::CpuScheduleKnobs &requested) {
+    Expr dk() const { return q.dim(0).extent(); }
+    Expr dv() const { return v.dim(0).extent(); }
+    Expr q_len() const { return q.dim(1).extent(); }
+    Expr kv_len() const { return k.dim(1).extent(); }
+    Expr scale() const { return 1.0f / sqrt(cast<float>(dk())); }
+
+    attngen::MaskInputs mask() const {
         Var b("b");
         Func kv_lengths("kv_lengths");
-        kv_lengths(b) = k.dim(1).extent();
-        const attngen::MaskInputs none = attngen::key_lengths_mask(kv_lengths, 0);
-        const Expr dk = q.dim(0).extent(), dv = v.dim(0).extent(), kv_len = k.dim(1).extent();
+        kv_lengths(b) = lengths(b);
+        return attngen::key_lengths_mask(kv_lengths, causal);
+    }
+
+    // Binds the inputs of `c` and returns the float64 reference. The values are multiples of
+    // 1/64 in [-1, 1], exact in bfloat16, so that bfloat16 products differ from the reference by
+    // the rounding of the probabilities alone. The first item sees all its keys, the others two
+    // thirds of them.
+    attngen_ref::SdpaResult bind(const AttentionCase &c) {
+        const int kv_heads = c.heads / c.group;
+        Buffer<float> qb(c.dk, c.q_len, c.heads, c.batch), kb(c.dk, c.kv_len, kv_heads, c.batch);
+        Buffer<float> vb(c.dv, c.kv_len, kv_heads, c.batch);
+        Buffer<int32_t> lb(c.batch);
+        for (int b = 0; b < c.batch; ++b) lb(b) = b == 0 ? c.kv_len : c.kv_len * 2 / 3;
+        uint32_t state = 12345u + uint32_t(c.kv_len);
+        const auto next = [&state] {
+            state = state * 1664525u + 1013904223u;
+            return float(int(state >> 9) % 129 - 64) / 64.0f;
+        };
+        for (Buffer<float> *buf : {&qb, &kb, &vb}) {
+            buf->for_each_value([&](float &x) { x = next(); });
+        }
+        q.set(qb), k.set(kb), v.set(vb), lengths.set(lb);
+        causal.set(c.causal);
+        attngen_mask m{};
+        m.causal = attngen_causal(c.causal);
+        m.kv_lengths = lb.data();
+        attngen_ref::SdpaShape shape;
+        shape.batch = c.batch, shape.heads = c.heads, shape.kv_heads = kv_heads;
+        shape.q_len = c.q_len, shape.kv_len = c.kv_len, shape.dk = c.dk, shape.dv = c.dv;
+        return attngen_ref::sdpa(shape, qb.data(), kb.data(), vb.data(), &m, 0.0);
+    }
+};
+
+// A stage's output (dv, q_len, heads, batch) against the reference's [batch, heads, q_len, dv].
+void expect_attention_near(const Buffer<float> &got, const std::vector<double> &want,
+                           const AttentionCase &c, double tolerance) {
+    for (int b = 0; b < c.batch; ++b) {
+        for (int h = 0; h < c.heads; ++h) {
+            for (int i = 0; i < c.q_len; ++i) {
+                const size_t row = (size_t(b) * c.heads + h) * c.q_len + i;
+                for (int f = 0; f < c.dv; ++f) {
+                    ASSERT_NEAR(got(f, i, h, b), want[row * c.dv + f], tolerance)
+                        << "item " << b << " head " << h << " query " << i << " feature " << f;
+                }
+            }
+        }
+    }
+}
+
+// Float32 products accumulate in float32 with exact operands: float32 roundoff over a few
+// thousand keys. Bfloat16 ones round each probability to bfloat16, which moves an output by at
+// most the unit roundoff (2^-8) times the largest value, 1; the sum that normalizes them adds
+// them unrounded, up to that much again.
+double attention_tolerance(const Type &products) {
+    return products == BFloat(16) ? 2.0 / 256 : 2e-5;
+}
+
+// The flash kernel of attngen_sdpa and attngen_mha_forward for `target` with `requested` knobs,
+// as the generators define and schedule it, JIT-compiled: float32 products, or bfloat16 ones in
+// vdpbf16ps pairs where the target has them and over operands rounded to bfloat16 elsewhere.
+struct FlashPipeline : AttentionInputs {
+    Type products;
+    Func out;
+
+    FlashPipeline(const Target &target, const attngen::CpuScheduleKnobs &requested, int group = 1,
+                  const Type &products = Float(32))
+        : products(products) {
+        const attngen::MaskInputs masks = mask();
         const attngen::CpuScheduleKnobs knobs = attngen::resolve_cpu_knobs(requested, target);
+        const bool float_operand =
+            products == BFloat(16) && !attngen::has_bfloat16_dot_product(target);
         attngen::FlashAttentionStage a = attngen::define_flash_attention(
-            Func(q), Func(k), Func(v), dk, dv, q.dim(1).extent(), kv_len, 1,
-            1.0f / sqrt(cast<float>(dk)), none,
-            attngen::flash_query_block(knobs, target, kv_len, dk, dv, none.causal), knobs.key_block,
-            false, Float(32), attngen::cpu_value_tile(knobs, target));
+            Func(q), Func(k), Func(v), dk(), dv(), q_len(), kv_len(), group, scale(), masks,
+            attngen::flash_query_block(knobs, target, kv_len(), dk(), dv(), masks.causal),
+            knobs.key_block, false, products, attngen::cpu_value_tile(knobs, target),
+            float_operand);
         attngen::schedule_flash_attention_cpu(a, target, requested);
         out = a.out;
         out.compile_jit(target);
     }
 
-    // Runs one head of q_len queries over kv_len keys (heads of 16), against the float64
-    // reference.
-    void check(int q_len, int kv_len) {
-        SCOPED_TRACE("q_len " + std::to_string(q_len) + " kv_len " + std::to_string(kv_len));
-        const int d = 16;
-        Buffer<float> qb(d, q_len, 1, 1), kb(d, kv_len, 1, 1), vb(d, kv_len, 1, 1);
-        uint32_t state = 12345;
-        const auto next = [&state] {
-            state = state * 1664525u + 1013904223u;
-            return float(int(state >> 9) % 2001 - 1000) / 1000.0f;
-        };
-        for (Buffer<float> *buf : {&qb, &kb, &vb}) {
-            buf->for_each_value([&](float &x) { x = next(); });
-        }
-        q.set(qb), k.set(kb), v.set(vb);
-        Buffer<float> got(d, q_len, 1, 1);
+    void check(const AttentionCase &c) {
+        SCOPED_TRACE(c.name());
+        const attngen_ref::SdpaResult want = bind(c);
+        Buffer<float> got(c.dv, c.q_len, c.heads, c.batch);
         try {
             out.realize(got);
         } catch (const Halide::RuntimeError &e) {
             FAIL() << e.what();
         }
-        const attngen_ref::SdpaShape shape{1, 1, q_len, kv_len, d, d};
-        const attngen_ref::SdpaResult want =
-            attngen_ref::sdpa(shape, qb.data(), kb.data(), vb.data(), nullptr, 0.0);
-        for (int i = 0; i < q_len; ++i) {
-            for (int c = 0; c < d; ++c) {
-                ASSERT_NEAR(got(c, i, 0, 0), want.out[size_t(i) * d + c], 1e-5)
-                    << "query " << i << " feature " << c;
-            }
+        expect_attention_near(got, want.out, c, attention_tolerance(products));
+    }
+};
+
+// The attention that also returns the weights (define_attention, float32), as attngen_sdpa and
+// attngen_mha_forward compute it when the caller asks for them.
+struct WeightsPipeline : AttentionInputs {
+    Pipeline pipeline;
+
+    WeightsPipeline(const Target &target, const attngen::CpuScheduleKnobs &knobs, int group) {
+        attngen::AttentionStage a = attngen::define_attention(
+            Func(q), Func(k), Func(v), dk(), dv(), q_len(), kv_len(), group, scale(), mask(),
+            attngen::cpu_value_tile(knobs, target));
+        attngen::schedule_attention_cpu(a, target, knobs, true);
+        pipeline = Pipeline({a.out, a.probs});
+        pipeline.compile_jit(target);
+    }
+
+    void check(const AttentionCase &c) {
+        SCOPED_TRACE(c.name());
+        const attngen_ref::SdpaResult want = bind(c);
+        Buffer<float> got(c.dv, c.q_len, c.heads, c.batch);
+        Buffer<float> weights(c.kv_len, c.q_len, c.heads, c.batch);
+        try {
+            pipeline.realize({got, weights});
+        } catch (const Halide::RuntimeError &e) {
+            FAIL() << e.what();
         }
+        expect_attention_near(got, want.out, c, attention_tolerance(Float(32)));
+        AttentionCase as_rows = c;  // the weights are a head's rows of kv_len "features"
+        as_rows.dv = c.kv_len;
+        expect_attention_near(weights, want.weights, as_rows, 2e-6);
     }
 };
 
@@ -912,7 +1045,142 @@ TEST(FlashAttention, ScoreTilesWiderThanTheKeyGrainFitTheBlockBuffers) {
         SCOPED_TRACE(t.to_string());
         ASSERT_EQ(attngen::resolve_cpu_knobs(wide_tiles, t).score_vectors, 4);
         FlashPipeline pipeline(t, wide_tiles);
-        for (int kv_len : {1, 17, 20, 48, 80, 100}) pipeline.check(7, kv_len);
+        for (int kv_len : {1, 17, 20, 48, 80, 100}) {
+            AttentionCase c;
+            c.q_len = 7, c.kv_len = kv_len;
+            pipeline.check(c);
+        }
+    }
+}
+
+// Attention cases for a pipeline of `group`, one per key count of `kv_lens`, the rest drawn
+// around the edges of tiles: head sizes of 1 to 100, value heads of the same size or another,
+// every causal mode.
+std::vector<AttentionCase> drawn_attention_cases(attngen_test::KnobDraws &draw, int group,
+                                                 const std::vector<int> &kv_lens) {
+    std::vector<AttentionCase> cases;
+    for (int kv_len : kv_lens) {
+        AttentionCase c;
+        c.batch = draw.pick({1, 2});
+        c.group = group;
+        c.heads = group * draw.pick({1, 2});
+        c.q_len = draw.pick({1, 7, 10, 33, 130});
+        c.kv_len = kv_len;
+        c.dk = draw.pick({1, 2, 8, 16, 24, 63, 64, 100});
+        c.dv = draw.pick({0, 1}) ? c.dk : draw.pick({1, 16, 40, 64, 96});
+        c.causal =
+            draw.pick({ATTNGEN_CAUSAL_NONE, ATTNGEN_CAUSAL_TOP_LEFT, ATTNGEN_CAUSAL_BOTTOM_RIGHT});
+        cases.push_back(c);
+    }
+    return cases;
+}
+
+// Knob settings drawn from the tuner's values (knob_draws.h), each compiled for the targets in
+// turn, float32 and bfloat16 products, grouped heads: every one matches float64 at key counts
+// of one key block and of several (and the long query blocks, where 2500 keys' heads pass
+// kLongKeyValueBytes).
+TEST(TunerKnobs, FlashKernelsMatchTheReference) {
+    attngen_test::KnobDraws draw(1);
+    const std::vector<Target> targets = attngen_test::variant_targets();
+    for (int n = 0; n < attngen_test::KnobDraws::count(3 * int(targets.size())); ++n) {
+        const Target &t = targets[n % targets.size()];
+        const attngen::CpuScheduleKnobs knobs = draw.cpu_knobs();
+        const int group = draw.pick({1, 1, 2, 3});
+        const Type products = draw.pick({0, 1}) ? BFloat(16) : Float(32);
+        SCOPED_TRACE(t.to_string() + (products == BFloat(16) ? " bfloat16" : " float32") +
+                     " group " + std::to_string(group) + ": " +
+                     attngen_test::KnobDraws::describe(knobs));
+        FlashPipeline pipeline(t, knobs, group, products);
+        for (const AttentionCase &c :
+             drawn_attention_cases(draw, group, {1, 17, 64, 100, 129, 300, 800, 2500})) {
+            pipeline.check(c);
+            if (HasFatalFailure()) return;
+        }
+    }
+}
+
+// The same for the attention that returns the weights (float32 only): its outputs and its
+// weights.
+TEST(TunerKnobs, WeightsKernelsMatchTheReference) {
+    attngen_test::KnobDraws draw(2);
+    const std::vector<Target> targets = attngen_test::variant_targets();
+    for (int n = 0; n < attngen_test::KnobDraws::count(3 * int(targets.size())); ++n) {
+        const Target &t = targets[n % targets.size()];
+        const attngen::CpuScheduleKnobs knobs = draw.cpu_knobs();
+        const int group = draw.pick({1, 1, 2, 3});
+        SCOPED_TRACE(t.to_string() + " group " + std::to_string(group) + ": " +
+                     attngen_test::KnobDraws::describe(knobs));
+        WeightsPipeline pipeline(t, knobs, group);
+        for (const AttentionCase &c :
+             drawn_attention_cases(draw, group, {1, 17, 20, 64, 100, 129, 300})) {
+            pipeline.check(c);
+            if (HasFatalFailure()) return;
+        }
+    }
+}
+
+// The GPU flash kernel (schedule_flash_attention_gpu, float32, fixed blocks) with `knobs`, as
+// attngen_mha_forward builds it for OpenCL, JIT-compiled for the host's OpenCL device (PoCL on
+// machines without a GPU). `knobs` resolved; for heads of at most kSmallFlashHead the
+// generators build it with small_head_flash_knobs as well.
+struct GpuFlashPipeline : AttentionInputs {
+    Target target = get_host_target().with_feature(Target::OpenCL);
+    Func out;
+
+    explicit GpuFlashPipeline(const attngen::GpuScheduleKnobs &knobs) {
+        attngen::FlashAttentionStage a = attngen::define_flash_attention(
+            Func(q), Func(k), Func(v), dk(), dv(), q_len(), kv_len(), 1, scale(), mask(),
+            knobs.gpu_query_block, knobs.gpu_key_block, true);
+        attngen::schedule_flash_attention_gpu(a, knobs);
+        out = a.out;
+        out.compile_jit(target);
+    }
+
+    void check(const AttentionCase &c) {
+        SCOPED_TRACE(c.name());
+        const attngen_ref::SdpaResult want = bind(c);
+        // Written on the host: Halide copies an input to the device only if told.
+        for (ImageParam *input : {&q, &k, &v, &lengths}) input->get().set_host_dirty();
+        Buffer<float> got(c.dv, c.q_len, c.heads, c.batch);
+        try {
+            out.realize(got, target);
+        } catch (const Halide::RuntimeError &e) {
+            FAIL() << e.what();
+        }
+        got.copy_to_host();
+        expect_attention_near(got, want.out, c, attention_tolerance(Float(32)));
+    }
+};
+
+// GPU knob settings drawn from the tuner's values (knob_draws.h): a setting resolve_gpu_knobs
+// refuses never reaches a kernel, and every other one's flash kernel, with its small-head knobs
+// where a head fits them, matches float64 through OpenCL.
+TEST(TunerKnobs, GpuFlashKernelsMatchTheReference) {
+    if (!host_supports_target_device(get_host_target().with_feature(Target::OpenCL))) {
+        GTEST_SKIP() << "no OpenCL device";
+    }
+    attngen_test::KnobDraws draw(5);
+    for (int n = 0; n < attngen_test::KnobDraws::count(4); ++n) {
+        const attngen::GpuScheduleKnobs drawn = draw.gpu_knobs();
+        const bool small_heads = draw.pick({0, 1});
+        SCOPED_TRACE(attngen_test::KnobDraws::describe(drawn) +
+                     (small_heads ? " (small heads)" : ""));
+        attngen::GpuScheduleKnobs knobs;
+        try {
+            knobs = attngen::resolve_gpu_knobs(drawn);
+        } catch (const Halide::CompileError &e) {
+            EXPECT_NE(std::string(e.what()).find("gpu_"), std::string::npos) << e.what();
+            continue;
+        }
+        if (small_heads) knobs = attngen::small_head_flash_knobs(knobs);
+        GpuFlashPipeline pipeline(knobs);
+        const int widest = small_heads ? attngen::kSmallFlashHead : 128;
+        for (const AttentionCase &c : drawn_attention_cases(draw, 1, {1, 17, 64, 129, 300})) {
+            AttentionCase fitted = c;
+            fitted.dk = std::min(c.dk, widest), fitted.dv = std::min(c.dv, widest);
+            pipeline.check(fitted);
+            if (HasFatalFailure()) return;
+        }
     }
 }
 
