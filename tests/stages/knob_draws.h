@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "Halide.h"
 #include "schedule_cpu.h"
 #include "schedule_gpu.h"
@@ -97,6 +99,20 @@ inline std::vector<Halide::Target> variant_targets() {
     }
     if (host.has_feature(Target::AVX2)) targets.push_back(Target("x86-64-linux-sse41"));
     return targets;
+}
+
+// Draws settings for the CPU targets in turn (3 per target in the suite), and calls
+// check(target, knobs) for each, under a trace that names them; stops at a fatal failure.
+template <typename Check>
+void for_each_drawn_cpu_setting(KnobDraws &draw, const Check &check) {
+    const std::vector<Halide::Target> targets = variant_targets();
+    for (int n = 0; n < KnobDraws::count(3 * int(targets.size())); ++n) {
+        const Halide::Target &target = targets[n % targets.size()];
+        const attngen::CpuScheduleKnobs knobs = draw.cpu_knobs();
+        SCOPED_TRACE(target.to_string() + ": " + KnobDraws::describe(knobs));
+        check(target, knobs);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
 }
 
 }  // namespace attngen_test

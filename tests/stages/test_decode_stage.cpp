@@ -264,14 +264,11 @@ INSTANTIATE_TEST_SUITE_P(Knobs, GpuDecodeStage,
 // to 2100 positions).
 TEST(TunerKnobs, CpuDecodeKernelsMatchTheReference) {
     attngen_test::KnobDraws draw(4);
-    const std::vector<Target> targets = attngen_test::variant_targets();
     std::mt19937 rng(20261206);
-    for (int n = 0; n < attngen_test::KnobDraws::count(3 * int(targets.size())); ++n) {
-        const Target &t = targets[n % targets.size()];
-        const attngen::CpuScheduleKnobs knobs = draw.cpu_knobs();
+    attngen_test::for_each_drawn_cpu_setting(draw, [&](const Target &t,
+                                                       const attngen::CpuScheduleKnobs &knobs) {
         const Type cache_element = draw.pick({0, 1}) ? BFloat(16) : Float(32);
-        SCOPED_TRACE(t.to_string() + (cache_element == BFloat(16) ? " bfloat16" : " float32") +
-                     " cache: " + attngen_test::KnobDraws::describe(knobs));
+        SCOPED_TRACE(cache_element == BFloat(16) ? "bfloat16 cache" : "float32 cache");
         DecodePipeline pipeline(t, knobs, cache_element);
         for (int c = 0; c < 6; ++c) {
             DecodeCase d;
@@ -291,7 +288,7 @@ TEST(TunerKnobs, CpuDecodeKernelsMatchTheReference) {
             check_case(pipeline, d, rng);
             if (HasFatalFailure()) return;
         }
-    }
+    });
 }
 
 }  // namespace

@@ -720,17 +720,14 @@ TEST(Projection, BFloat16OperandOfGroupsPadsOnlyAnOddCount) {
 // and blocks.
 TEST(TunerKnobs, ProjectionsMatchTheReference) {
     attngen_test::KnobDraws draw(3);
-    const std::vector<Target> targets = attngen_test::variant_targets();
     enum Path { FloatMany, FloatFew, BFloat16FloatOperand, BFloat16Dot };
-    for (int n = 0; n < attngen_test::KnobDraws::count(3 * int(targets.size())); ++n) {
-        const Target &t = targets[n % targets.size()];
-        const attngen::CpuScheduleKnobs knobs = draw.cpu_knobs();
+    attngen_test::for_each_drawn_cpu_setting(draw, [&](const Target &t,
+                                                       const attngen::CpuScheduleKnobs &knobs) {
         Path path = Path(draw.pick({FloatMany, FloatFew, BFloat16FloatOperand, BFloat16Dot}));
         if (path == BFloat16Dot && !attngen::has_bfloat16_dot_product(t)) {
             path = BFloat16FloatOperand;
         }
-        SCOPED_TRACE(t.to_string() + " path " + std::to_string(path) + ": " +
-                     attngen_test::KnobDraws::describe(knobs));
+        SCOPED_TRACE("path " + std::to_string(path));
         ProjectionPipeline pipeline =
             path == FloatMany  ? ProjectionPipeline(t, attngen::ProjectionRows::Many, knobs)
             : path == FloatFew ? ProjectionPipeline(t, attngen::ProjectionRows::FewOrMany, knobs)
@@ -742,7 +739,7 @@ TEST(TunerKnobs, ProjectionsMatchTheReference) {
                              draw.pick({1, 17, 64, 100, 200}));
             if (HasFatalFailure()) return;
         }
-    }
+    });
 }
 
 // One set of knobs reaches every dispatch variant; a register tile tuned for AVX-512's 32
@@ -1081,42 +1078,36 @@ std::vector<AttentionCase> drawn_attention_cases(attngen_test::KnobDraws &draw, 
 // kLongKeyValueBytes).
 TEST(TunerKnobs, FlashKernelsMatchTheReference) {
     attngen_test::KnobDraws draw(1);
-    const std::vector<Target> targets = attngen_test::variant_targets();
-    for (int n = 0; n < attngen_test::KnobDraws::count(3 * int(targets.size())); ++n) {
-        const Target &t = targets[n % targets.size()];
-        const attngen::CpuScheduleKnobs knobs = draw.cpu_knobs();
-        const int group = draw.pick({1, 1, 2, 3});
-        const Type products = draw.pick({0, 1}) ? BFloat(16) : Float(32);
-        SCOPED_TRACE(t.to_string() + (products == BFloat(16) ? " bfloat16" : " float32") +
-                     " group " + std::to_string(group) + ": " +
-                     attngen_test::KnobDraws::describe(knobs));
-        FlashPipeline pipeline(t, knobs, group, products);
-        for (const AttentionCase &c :
-             drawn_attention_cases(draw, group, {1, 17, 64, 100, 129, 300, 800, 2500})) {
-            pipeline.check(c);
-            if (HasFatalFailure()) return;
-        }
-    }
+    attngen_test::for_each_drawn_cpu_setting(
+        draw, [&](const Target &t, const attngen::CpuScheduleKnobs &knobs) {
+            const int group = draw.pick({1, 1, 2, 3});
+            const Type products = draw.pick({0, 1}) ? BFloat(16) : Float(32);
+            SCOPED_TRACE(std::string(products == BFloat(16) ? "bfloat16" : "float32") + " group " +
+                         std::to_string(group));
+            FlashPipeline pipeline(t, knobs, group, products);
+            for (const AttentionCase &c :
+                 drawn_attention_cases(draw, group, {1, 17, 64, 100, 129, 300, 800, 2500})) {
+                pipeline.check(c);
+                if (HasFatalFailure()) return;
+            }
+        });
 }
 
 // The same for the attention that returns the weights (float32 only): its outputs and its
 // weights.
 TEST(TunerKnobs, WeightsKernelsMatchTheReference) {
     attngen_test::KnobDraws draw(2);
-    const std::vector<Target> targets = attngen_test::variant_targets();
-    for (int n = 0; n < attngen_test::KnobDraws::count(3 * int(targets.size())); ++n) {
-        const Target &t = targets[n % targets.size()];
-        const attngen::CpuScheduleKnobs knobs = draw.cpu_knobs();
-        const int group = draw.pick({1, 1, 2, 3});
-        SCOPED_TRACE(t.to_string() + " group " + std::to_string(group) + ": " +
-                     attngen_test::KnobDraws::describe(knobs));
-        WeightsPipeline pipeline(t, knobs, group);
-        for (const AttentionCase &c :
-             drawn_attention_cases(draw, group, {1, 17, 20, 64, 100, 129, 300})) {
-            pipeline.check(c);
-            if (HasFatalFailure()) return;
-        }
-    }
+    attngen_test::for_each_drawn_cpu_setting(
+        draw, [&](const Target &t, const attngen::CpuScheduleKnobs &knobs) {
+            const int group = draw.pick({1, 1, 2, 3});
+            SCOPED_TRACE("group " + std::to_string(group));
+            WeightsPipeline pipeline(t, knobs, group);
+            for (const AttentionCase &c :
+                 drawn_attention_cases(draw, group, {1, 17, 20, 64, 100, 129, 300})) {
+                pipeline.check(c);
+                if (HasFatalFailure()) return;
+            }
+        });
 }
 
 // The GPU flash kernel (schedule_flash_attention_gpu, float32, fixed blocks) with `knobs`, as
