@@ -2,15 +2,16 @@
 // the decoding step of decode_step.h for a named decode shape, or the MHA forward of
 // mha_forward_call.h for a named MHA shape, with the halide_do_par_for hook (attngen's pool,
 // runtime/spinning_pool.h) wrapped to record when each parallel loop starts and ends, and
-// prints, per loop in the order a call runs them, its task count and the medians of its time
-// and of the gap before it. The gaps are the call's serial work (sums of split reductions, the
-// runtime's checks and copies) and the threads' wake-ups; perf names the loops (their task
-// functions).
+// prints, per loop in the order a call runs them, its task count, the medians of its time and
+// of the gap before it, and its task function's name (the Func and loop Halide named it after).
+// The gaps are the call's serial work (sums of split reductions, the runtime's checks and
+// copies) and the threads' wake-ups.
 //
 //     build/bench/attngen_parallel_timeline gpt2-decode [calls] [bf16]
 //     build/bench/attngen_parallel_timeline bert-512 [calls] [bf16]
 #include <HalideRuntime.h>
 #include <attngen/attngen.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <array>
@@ -104,6 +105,16 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
+// A task function's name from the Func and loop on: Halide names it <kernel>_par_for_<Func>_<loop>
+// (the executable exports it: CMake's ENABLE_EXPORTS).
+std::string loop_name(halide_task_t f) {
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void *>(f), &info) == 0 || info.dli_sname == nullptr) return "?";
+    const std::string name = info.dli_sname;
+    const size_t at = name.find("_par_for_");
+    return at == std::string::npos ? name : name.substr(at + 9);
+}
+
 std::vector<Task> all_tasks() {
     const std::lock_guard<std::mutex> lock(lists_mutex);
     std::vector<Task> all;
@@ -186,7 +197,7 @@ int main(int argc, char **argv) {
             "  busy us (caller, workers), first worker task after us, idle at end us "
             "(caller, workers)");
     }
-    std::printf("\n");
+    std::printf("  loop function\n");
     for (size_t k = 0; k < per_step; ++k) {
         std::vector<double> time, gap, busy[2], first, last[2];
         for (int i = 0; i < steps; ++i) {
@@ -206,7 +217,7 @@ int main(int argc, char **argv) {
             std::printf(" %8.1f %6.1f %8.1f %8.1f %6.1f", median(busy[0]), median(busy[1]),
                         median(first), median(last[0]), median(last[1]));
         }
-        std::printf("\n");
+        std::printf("  %s\n", loop_name(loops[k].f).c_str());
     }
     if (!tail_us.empty()) std::printf("after the last loop: %.1f us\n", median(tail_us));
     return 0;
