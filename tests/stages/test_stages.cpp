@@ -360,7 +360,16 @@ struct ProjectionPipeline {
                                   attngen::cpu_direct_path(target, knobs), false);
     }
 
+    // Float16 weights as (output, feature), over a float32 operand, with the direct path where
+    // the target's tiles allow it, as the generators give every CPU.
+    static ProjectionPipeline float16(const Target &target,
+                                      const attngen::CpuScheduleKnobs &knobs) {
+        return ProjectionPipeline(target, attngen::ProjectionRows::Many, knobs, 0, Float(16),
+                                  attngen::cpu_direct_path(target, knobs), false);
+    }
+
     bool bfloat16() const { return w_t.type() == BFloat(16); }
+    bool float16() const { return w_t.type() == Float(16); }
 
   private:
     ProjectionPipeline(const Target &target, attngen::ProjectionRows rows,
@@ -431,6 +440,10 @@ void check_projection(ProjectionPipeline &pipeline, int rows, int in_features, i
     pipeline.out_features.set(out_features);
     if (pipeline.bfloat16()) {
         pipeline.w_t.set(w_pairs);
+    } else if (pipeline.float16()) {
+        Buffer<float16_t> w_half(padded_out, in_features);
+        w_half.for_each_element([&](int o, int f) { w_half(o, f) = float16_t(w_t(o, f)); });
+        pipeline.w_t.set(w_half);
     } else {
         pipeline.w_t.set(w_t);
     }
@@ -715,15 +728,16 @@ TEST(Projection, BFloat16OperandOfGroupsPadsOnlyAnOddCount) {
 
 // Knob settings drawn from the tuner's values (knob_draws.h), each compiled for the targets in
 // turn on one of the projection's paths: float32 of many rows and of few (split reductions),
-// bfloat16 weights over a float32 operand, and bfloat16 pairs in vdpbf16ps where the target has
-// them. Every one is exact (check_projection) at row and feature counts around tiles, panels
-// and blocks.
+// bfloat16 weights over a float32 operand, bfloat16 pairs in vdpbf16ps where the target has
+// them, and float16 weights. Every one is exact (check_projection) at row and feature counts around
+// tiles, panels and blocks.
 TEST(TunerKnobs, ProjectionsMatchTheReference) {
     attngen_test::KnobDraws draw(3);
-    enum Path { FloatMany, FloatFew, BFloat16FloatOperand, BFloat16Dot };
+    enum Path { FloatMany, FloatFew, BFloat16FloatOperand, BFloat16Dot, Float16 };
     attngen_test::for_each_drawn_cpu_setting(draw, [&](const Target &t,
                                                        const attngen::CpuScheduleKnobs &knobs) {
-        Path path = Path(draw.pick({FloatMany, FloatFew, BFloat16FloatOperand, BFloat16Dot}));
+        Path path =
+            Path(draw.pick({FloatMany, FloatFew, BFloat16FloatOperand, BFloat16Dot, Float16}));
         if (path == BFloat16Dot && !attngen::has_bfloat16_dot_product(t)) {
             path = BFloat16FloatOperand;
         }
@@ -732,7 +746,8 @@ TEST(TunerKnobs, ProjectionsMatchTheReference) {
             path == FloatMany  ? ProjectionPipeline(t, attngen::ProjectionRows::Many, knobs)
             : path == FloatFew ? ProjectionPipeline(t, attngen::ProjectionRows::FewOrMany, knobs)
             : path == BFloat16FloatOperand ? ProjectionPipeline::bfloat16_float_operand(t, knobs)
-                                           : ProjectionPipeline::bfloat16_dot(t, knobs);
+            : path == BFloat16Dot          ? ProjectionPipeline::bfloat16_dot(t, knobs)
+                                           : ProjectionPipeline::float16(t, knobs);
         for (int c = 0; c < 6; ++c) {
             check_projection(pipeline, draw.pick({1, 2, 5, 13, 64, 133, 300}),
                              draw.pick({1, 7, 64, 100, 520, 1030, 2049}),
