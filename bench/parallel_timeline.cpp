@@ -106,10 +106,14 @@ double median(std::vector<double> v) {
 }
 
 // A task function's name from the Func and loop on: Halide names it <kernel>_par_for_<Func>_<loop>
-// (the executable exports it: CMake's ENABLE_EXPORTS).
+// (the executable exports it: CMake's ENABLE_EXPORTS). The runtime's own loops on the pool
+// (parallel_chunks: the scan of the inputs for non-finite values, the copy of a staged output)
+// have no exported name.
 std::string loop_name(halide_task_t f) {
     Dl_info info;
-    if (dladdr(reinterpret_cast<void *>(f), &info) == 0 || info.dli_sname == nullptr) return "?";
+    if (dladdr(reinterpret_cast<void *>(f), &info) == 0 || info.dli_sname == nullptr) {
+        return "(unexported: the runtime's parallel_chunks)";
+    }
     const std::string name = info.dli_sname;
     const size_t at = name.find("_par_for_");
     return at == std::string::npos ? name : name.substr(at + 9);
