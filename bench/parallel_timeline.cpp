@@ -114,9 +114,9 @@ std::string loop_name(halide_task_t f) {
     if (dladdr(reinterpret_cast<void *>(f), &info) == 0 || info.dli_sname == nullptr) {
         return "(unexported: the runtime's parallel_chunks)";
     }
-    const std::string name = info.dli_sname;
-    const size_t at = name.find("_par_for_");
-    return at == std::string::npos ? name : name.substr(at + 9);
+    const std::string name = info.dli_sname, marker = "_par_for_";
+    const size_t at = name.find(marker);
+    return at == std::string::npos ? name : name.substr(at + marker.size());
 }
 
 std::vector<Task> all_tasks() {
