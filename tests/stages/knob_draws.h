@@ -115,6 +115,26 @@ void for_each_drawn_cpu_setting(KnobDraws &draw, const Check &check) {
     }
 }
 
+// Draws GPU settings (4 in the suite) and calls check(knobs) with each one resolved, under a
+// trace that names it; a setting resolve_gpu_knobs refuses must name a GPU knob, and reaches no
+// kernel. Stops at a fatal failure.
+template <typename Check>
+void for_each_drawn_gpu_setting(KnobDraws &draw, const Check &check) {
+    for (int n = 0; n < KnobDraws::count(4); ++n) {
+        const attngen::GpuScheduleKnobs drawn = draw.gpu_knobs();
+        SCOPED_TRACE(KnobDraws::describe(drawn));
+        attngen::GpuScheduleKnobs knobs;
+        try {
+            knobs = attngen::resolve_gpu_knobs(drawn);
+        } catch (const Halide::CompileError &e) {
+            EXPECT_NE(std::string(e.what()).find("gpu_"), std::string::npos) << e.what();
+            continue;
+        }
+        check(knobs);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+
 }  // namespace attngen_test
 
 #endif  // ATTNGEN_TESTS_STAGES_KNOB_DRAWS_H

@@ -899,11 +899,15 @@ struct AttentionCase {
 };
 
 // An attention stage's inputs as the generators give them: q (d, q_len, heads, batch), k and v
-// (d, kv_len, heads / group, batch), keys past each item's length masked, and a causal mode.
+// (d, kv_len, heads / group, batch), keys past each item's length masked, and a causal mode;
+// and the target its pipeline is compiled for (a CPU's, or one with OpenCL).
 struct AttentionInputs {
     ImageParam q{Float(32), 4, "q"}, k{Float(32), 4, "k"}, v{Float(32), 4, "v"};
     ImageParam lengths{Int(32), 1, "lengths"};
     Param<int> causal{"causal"};
+    Target target;
+
+    explicit AttentionInputs(const Target &target) : target(target) {}
 
     Expr dk() const { return q.dim(0).extent(); }
     Expr dv() const { return v.dim(0).extent(); }
@@ -937,6 +941,8 @@ struct AttentionInputs {
             buf->for_each_value([&](float &x) { x = next(); });
         }
         q.set(qb), k.set(kb), v.set(vb), lengths.set(lb);
+        // Written on the host: on a GPU target Halide copies an input in only if told.
+        for (ImageParam *input : {&q, &k, &v, &lengths}) input->get().set_host_dirty();
         causal.set(c.causal);
         attngen_mask m{};
         m.causal = attngen_causal(c.causal);
@@ -981,7 +987,7 @@ struct FlashPipeline : AttentionInputs {
 
     FlashPipeline(const Target &target, const attngen::CpuScheduleKnobs &requested, int group = 1,
                   const Type &products = Float(32))
-        : products(products) {
+        : AttentionInputs(target), products(products) {
         const attngen::MaskInputs masks = mask();
         const attngen::CpuScheduleKnobs knobs = attngen::resolve_cpu_knobs(requested, target);
         const bool float_operand =
@@ -1001,7 +1007,7 @@ struct FlashPipeline : AttentionInputs {
         const attngen_ref::SdpaResult want = bind(c);
         Buffer<float> got(c.dv, c.q_len, c.heads, c.batch);
         try {
-            out.realize(got);
+            out.realize(got, target);
         } catch (const Halide::RuntimeError &e) {
             FAIL() << e.what();
         }
@@ -1010,17 +1016,23 @@ struct FlashPipeline : AttentionInputs {
 };
 
 // The attention that also returns the weights (define_attention, float32), as attngen_sdpa and
-// attngen_mha_forward compute it when the caller asks for them.
+// attngen_mha_forward compute it when the caller asks for them: the CPU schedule for `target`,
+// or the GPU one for OpenCL.
 struct WeightsPipeline : AttentionInputs {
     Pipeline pipeline;
 
-    WeightsPipeline(const Target &target, const attngen::CpuScheduleKnobs &knobs, int group) {
-        attngen::AttentionStage a = attngen::define_attention(
-            Func(q), Func(k), Func(v), dk(), dv(), q_len(), kv_len(), group, scale(), mask(),
-            attngen::cpu_value_tile(knobs, target));
+    WeightsPipeline(const Target &target, const attngen::CpuScheduleKnobs &knobs, int group)
+        : AttentionInputs(target) {
+        attngen::AttentionStage a = define(group, attngen::cpu_value_tile(knobs, target));
         attngen::schedule_attention_cpu(a, target, knobs, true);
-        pipeline = Pipeline({a.out, a.probs});
-        pipeline.compile_jit(target);
+        compile(a);
+    }
+
+    explicit WeightsPipeline(const attngen::GpuScheduleKnobs &knobs)
+        : AttentionInputs(get_host_target().with_feature(Target::OpenCL)) {
+        attngen::AttentionStage a = define(1, 0);
+        attngen::schedule_attention_gpu(a, knobs);
+        compile(a);
     }
 
     void check(const AttentionCase &c) {
@@ -1029,14 +1041,27 @@ struct WeightsPipeline : AttentionInputs {
         Buffer<float> got(c.dv, c.q_len, c.heads, c.batch);
         Buffer<float> weights(c.kv_len, c.q_len, c.heads, c.batch);
         try {
-            pipeline.realize({got, weights});
+            pipeline.realize({got, weights}, target);
         } catch (const Halide::RuntimeError &e) {
             FAIL() << e.what();
         }
+        got.copy_to_host();
+        weights.copy_to_host();
         expect_attention_near(got, want.out, c, attention_tolerance(Float(32)));
         AttentionCase as_rows = c;  // the weights are a head's rows of kv_len "features"
         as_rows.dv = c.kv_len;
         expect_attention_near(weights, want.weights, as_rows, 2e-6);
+    }
+
+  private:
+    attngen::AttentionStage define(int group, int value_tile) {
+        return attngen::define_attention(Func(q), Func(k), Func(v), dk(), dv(), q_len(), kv_len(),
+                                         group, scale(), mask(), value_tile);
+    }
+
+    void compile(const attngen::AttentionStage &a) {
+        pipeline = Pipeline({a.out, a.probs});
+        pipeline.compile_jit(target);
     }
 };
 
@@ -1130,10 +1155,10 @@ TEST(TunerKnobs, WeightsKernelsMatchTheReference) {
 // machines without a GPU). `knobs` resolved; for heads of at most kSmallFlashHead the
 // generators build it with small_head_flash_knobs as well.
 struct GpuFlashPipeline : AttentionInputs {
-    Target target = get_host_target().with_feature(Target::OpenCL);
     Func out;
 
-    explicit GpuFlashPipeline(const attngen::GpuScheduleKnobs &knobs) {
+    explicit GpuFlashPipeline(const attngen::GpuScheduleKnobs &knobs)
+        : AttentionInputs(get_host_target().with_feature(Target::OpenCL)) {
         attngen::FlashAttentionStage a = attngen::define_flash_attention(
             Func(q), Func(k), Func(v), dk(), dv(), q_len(), kv_len(), 1, scale(), mask(),
             knobs.gpu_query_block, knobs.gpu_key_block, true);
@@ -1145,8 +1170,6 @@ struct GpuFlashPipeline : AttentionInputs {
     void check(const AttentionCase &c) {
         SCOPED_TRACE(c.name());
         const attngen_ref::SdpaResult want = bind(c);
-        // Written on the host: Halide copies an input to the device only if told.
-        for (ImageParam *input : {&q, &k, &v, &lengths}) input->get().set_host_dirty();
         Buffer<float> got(c.dv, c.q_len, c.heads, c.batch);
         try {
             out.realize(got, target);
@@ -1158,28 +1181,20 @@ struct GpuFlashPipeline : AttentionInputs {
     }
 };
 
-// GPU knob settings drawn from the tuner's values (knob_draws.h): a setting resolve_gpu_knobs
-// refuses never reaches a kernel, and every other one's flash kernel, with its small-head knobs
-// where a head fits them, matches float64 through OpenCL.
+bool has_opencl_device() {
+    return host_supports_target_device(get_host_target().with_feature(Target::OpenCL));
+}
+
+// GPU knob settings drawn from the tuner's values (knob_draws.h): every one's flash kernel, or
+// the one the generators build with its small-head knobs for heads that fit them, matches
+// float64 through OpenCL.
 TEST(TunerKnobs, GpuFlashKernelsMatchTheReference) {
-    if (!host_supports_target_device(get_host_target().with_feature(Target::OpenCL))) {
-        GTEST_SKIP() << "no OpenCL device";
-    }
+    if (!has_opencl_device()) GTEST_SKIP() << "no OpenCL device";
     attngen_test::KnobDraws draw(5);
-    for (int n = 0; n < attngen_test::KnobDraws::count(4); ++n) {
-        const attngen::GpuScheduleKnobs drawn = draw.gpu_knobs();
+    attngen_test::for_each_drawn_gpu_setting(draw, [&](const attngen::GpuScheduleKnobs &knobs) {
         const bool small_heads = draw.pick({0, 1});
-        SCOPED_TRACE(attngen_test::KnobDraws::describe(drawn) +
-                     (small_heads ? " (small heads)" : ""));
-        attngen::GpuScheduleKnobs knobs;
-        try {
-            knobs = attngen::resolve_gpu_knobs(drawn);
-        } catch (const Halide::CompileError &e) {
-            EXPECT_NE(std::string(e.what()).find("gpu_"), std::string::npos) << e.what();
-            continue;
-        }
-        if (small_heads) knobs = attngen::small_head_flash_knobs(knobs);
-        GpuFlashPipeline pipeline(knobs);
+        SCOPED_TRACE(small_heads ? "its small-head knobs" : "its own knobs");
+        GpuFlashPipeline pipeline(small_heads ? attngen::small_head_flash_knobs(knobs) : knobs);
         const int widest = small_heads ? attngen::kSmallFlashHead : 128;
         for (const AttentionCase &c : drawn_attention_cases(draw, 1, {1, 17, 64, 129, 300})) {
             AttentionCase fitted = c;
@@ -1187,7 +1202,20 @@ TEST(TunerKnobs, GpuFlashKernelsMatchTheReference) {
             pipeline.check(fitted);
             if (HasFatalFailure()) return;
         }
-    }
+    });
+}
+
+// The same for the GPU attention that returns the weights: its outputs and its weights.
+TEST(TunerKnobs, GpuWeightsKernelsMatchTheReference) {
+    if (!has_opencl_device()) GTEST_SKIP() << "no OpenCL device";
+    attngen_test::KnobDraws draw(6);
+    attngen_test::for_each_drawn_gpu_setting(draw, [&](const attngen::GpuScheduleKnobs &knobs) {
+        WeightsPipeline pipeline(knobs);
+        for (const AttentionCase &c : drawn_attention_cases(draw, 1, {1, 17, 64, 129, 300})) {
+            pipeline.check(c);
+            if (HasFatalFailure()) return;
+        }
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
