@@ -978,9 +978,9 @@ double attention_tolerance(const Type &products) {
     return products == BFloat(16) ? 2.0 / 256 : 2e-5;
 }
 
-// The flash kernel of attngen_sdpa and attngen_mha_forward for `target` with `requested` knobs,
-// as the generators define and schedule it, JIT-compiled: float32 products, or bfloat16 ones in
-// vdpbf16ps pairs where the target has them and over operands rounded to bfloat16 elsewhere.
+// The flash kernel of attngen_sdpa and attngen_mha_forward as the generators define and schedule
+// it, JIT-compiled: for a CPU `target` with `requested` knobs, float32 products or bfloat16 ones
+// (in vdpbf16ps pairs where the target has them, over operands rounded to bfloat16 elsewhere).
 struct FlashPipeline : AttentionInputs {
     Type products;
     Func out;
@@ -1002,6 +1002,20 @@ struct FlashPipeline : AttentionInputs {
         out.compile_jit(target);
     }
 
+    // The GPU flash kernel (schedule_flash_attention_gpu, float32, fixed blocks) with `knobs`
+    // resolved, as attngen_mha_forward builds it for OpenCL (for heads of at most
+    // kSmallFlashHead with small_head_flash_knobs as well), compiled for the host's OpenCL device
+    // (PoCL on machines without a GPU).
+    explicit FlashPipeline(const attngen::GpuScheduleKnobs &knobs)
+        : AttentionInputs(get_host_target().with_feature(Target::OpenCL)), products(Float(32)) {
+        attngen::FlashAttentionStage a = attngen::define_flash_attention(
+            Func(q), Func(k), Func(v), dk(), dv(), q_len(), kv_len(), 1, scale(), mask(),
+            knobs.gpu_query_block, knobs.gpu_key_block, true);
+        attngen::schedule_flash_attention_gpu(a, knobs);
+        out = a.out;
+        out.compile_jit(target);
+    }
+
     void check(const AttentionCase &c) {
         SCOPED_TRACE(c.name());
         const attngen_ref::SdpaResult want = bind(c);
@@ -1011,6 +1025,7 @@ struct FlashPipeline : AttentionInputs {
         } catch (const Halide::RuntimeError &e) {
             FAIL() << e.what();
         }
+        got.copy_to_host();
         expect_attention_near(got, want.out, c, attention_tolerance(products));
     }
 };
@@ -1150,37 +1165,6 @@ TEST(TunerKnobs, WeightsKernelsMatchTheReference) {
         });
 }
 
-// The GPU flash kernel (schedule_flash_attention_gpu, float32, fixed blocks) with `knobs`, as
-// attngen_mha_forward builds it for OpenCL, JIT-compiled for the host's OpenCL device (PoCL on
-// machines without a GPU). `knobs` resolved; for heads of at most kSmallFlashHead the
-// generators build it with small_head_flash_knobs as well.
-struct GpuFlashPipeline : AttentionInputs {
-    Func out;
-
-    explicit GpuFlashPipeline(const attngen::GpuScheduleKnobs &knobs)
-        : AttentionInputs(get_host_target().with_feature(Target::OpenCL)) {
-        attngen::FlashAttentionStage a = attngen::define_flash_attention(
-            Func(q), Func(k), Func(v), dk(), dv(), q_len(), kv_len(), 1, scale(), mask(),
-            knobs.gpu_query_block, knobs.gpu_key_block, true);
-        attngen::schedule_flash_attention_gpu(a, knobs);
-        out = a.out;
-        out.compile_jit(target);
-    }
-
-    void check(const AttentionCase &c) {
-        SCOPED_TRACE(c.name());
-        const attngen_ref::SdpaResult want = bind(c);
-        Buffer<float> got(c.dv, c.q_len, c.heads, c.batch);
-        try {
-            out.realize(got, target);
-        } catch (const Halide::RuntimeError &e) {
-            FAIL() << e.what();
-        }
-        got.copy_to_host();
-        expect_attention_near(got, want.out, c, attention_tolerance(Float(32)));
-    }
-};
-
 bool has_opencl_device() {
     return host_supports_target_device(get_host_target().with_feature(Target::OpenCL));
 }
@@ -1194,7 +1178,7 @@ TEST(TunerKnobs, GpuFlashKernelsMatchTheReference) {
     attngen_test::for_each_drawn_gpu_setting(draw, [&](const attngen::GpuScheduleKnobs &knobs) {
         const bool small_heads = draw.pick({0, 1});
         SCOPED_TRACE(small_heads ? "its small-head knobs" : "its own knobs");
-        GpuFlashPipeline pipeline(small_heads ? attngen::small_head_flash_knobs(knobs) : knobs);
+        FlashPipeline pipeline(small_heads ? attngen::small_head_flash_knobs(knobs) : knobs);
         const int widest = small_heads ? attngen::kSmallFlashHead : 128;
         for (const AttentionCase &c : drawn_attention_cases(draw, 1, {1, 17, 64, 129, 300})) {
             AttentionCase fitted = c;
