@@ -59,27 +59,46 @@ constexpr int kPackingMaxHeadsPerTask = 16;
 // (Vectorized over (e, j) together, each vector was a gather: its lanes read two rows, and the
 // features' clamp was per lane. attngen_parallel_timeline bert-512 bf16, AVX512-BF16 variant,
 // Zen 4: key pairs 107 -> 33 us, value pairs 156 -> 40 us of a 9.7 ms call.)
-void schedule_key_value_packing(const PackedScore &p, int vec) {
+void schedule_key_value_packing(const PackedScore &p, int vec, bool keys_read_only_as_pairs) {
     Func k_packed = p.k_packed, v_packed = p.v_packed;
     const std::vector<Var> v = v_packed.args();
-    Var hb("hb");
+    Var hb("hb"), task("task");
     const bool panels = p.k_panels.defined();
     Func keys = panels ? p.k_panels : p.k_transposed;
     const std::vector<Var> k = keys.args();  // (jl, d, jp, h, b) or (j, d, h, b)
     const Expr heads_per_task =
         clamp(kPackingTaskElements / max(p.head_elements, 1), 1, kPackingMaxHeadsPerTask);
-    keys.compute_root()
-        .fuse(k[k.size() - 2], k.back(), hb)
-        .parallel(hb, heads_per_task, TailStrategy::GuardWithIf);
-    if (panels) keys.bound(k[0], 0, kKeyPanel);
-    // k_source reads every key past kv_len as the last key (clamped), so a whole last tile of a
-    // head's keys reads nothing outside k, and it is computed whole: guarded, the tutorial's
-    // heads of 20 keys took their last 4 one by one, in a loop of scalar loads and masked
-    // stores. attngen_parallel_timeline tutorial 300 bf16, AVX512-BF16 variant, Zen 4, two
-    // runs: the keys' transpose 173 -> 136 and 154 us of a 3.2 ms call; the float32 forward's
-    // packing loop level (146-159 us).
-    schedule_transpose(keys, p.k_source, k[0], k[1], p.dk, vec, TailStrategy::RoundUp,
-                       p.sources_unrotated);
+    if (p.paired && keys_read_only_as_pairs) {
+        // The keys' words (PackedScore::k_words) transposed a head at a time in the pairs'
+        // task, while they are in cache, and the pairs split from them: one loop where there
+        // were two, and 32-bit elements transposed where there were 16-bit ones, each inserted
+        // into its vector on its own. attngen_parallel_timeline bert-512 bf16, AVX512-BF16
+        // variant, Zen 4: the bfloat16 transpose 104-121 us and the pairs 38-57 -> 78-117 us;
+        // scripts/paired_ab.py --bf16, 60 pairs, old/new: bert-128 1.010x (41 of 60), bert-512
+        // 1.005x, gpt2-causal and long-causal level. The loop waits on its loads of the
+        // projected keys (perf). Vectorized in both dimensions, the tile's transpose went
+        // through the stack as before (LLVM), and measured level.
+        Func word_rows = p.k_word_rows;
+        const std::vector<Var> w = word_rows.args();  // (j, p, h, b)
+        word_rows.compute_at(k_packed, hb);
+        Expr whole_words = p.q_even_features;
+        if (p.sources_unrotated.defined()) whole_words = whole_words && p.sources_unrotated;
+        schedule_transpose(word_rows, p.k_words, w[0], w[1], (p.dk + 1) / 2, vec,
+                           TailStrategy::RoundUp, whole_words);
+    } else {
+        keys.compute_root()
+            .fuse(k[k.size() - 2], k.back(), hb)
+            .parallel(hb, heads_per_task, TailStrategy::GuardWithIf);
+        if (panels) keys.bound(k[0], 0, kKeyPanel);
+        // k_source reads every key past kv_len as the last key (clamped), so a whole last tile
+        // of a head's keys reads nothing outside k, and it is computed whole: guarded, the
+        // tutorial's heads of 20 keys took their last 4 one by one, in a loop of scalar loads
+        // and masked stores. attngen_parallel_timeline tutorial 300 bf16, AVX512-BF16 variant,
+        // Zen 4, two runs: the keys' transpose 173 -> 136 and 154 us of a 3.2 ms call; the
+        // float32 forward's packing loop level (146-159 us).
+        schedule_transpose(keys, p.k_source, k[0], k[1], p.dk, vec, TailStrategy::RoundUp,
+                           p.sources_unrotated);
+    }
     if (p.v_panels.defined()) {
         // Row by row: each value row is read once, front to back, into value_tile-wide runs.
         Func panels = p.v_panels;
@@ -104,7 +123,8 @@ void schedule_key_value_packing(const PackedScore &p, int vec) {
         Var outer("outer"), inner("inner");
         pairs.compute_root()
             .fuse(a[3], a[4], hb)
-            .parallel(hb, heads_per_task, TailStrategy::GuardWithIf)
+            .split(hb, task, hb, heads_per_task, TailStrategy::GuardWithIf)
+            .parallel(task)
             .bound(a[0], 0, 2)
             .split(a[1], outer, inner, vec, TailStrategy::GuardWithIf)
             .reorder(inner, a[0], outer)
@@ -255,7 +275,7 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
     const int vec = vector_width(target);
     const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
 
-    schedule_key_value_packing(a.packed, vec);
+    schedule_key_value_packing(a.packed, vec, true);
 
     // The softmax stages are computed per query block inside the loop of the Func that
     // consumes them, so only query_block x kv_len scores are live per block: memory grows
@@ -308,7 +328,8 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     const int vec = vector_width(target);
     const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u, &jj = a.jj, &ii = a.ii;
 
-    schedule_key_value_packing(a.packed, vec);
+    const bool amx = a.amx.score_tiles.defined();
+    schedule_key_value_packing(a.packed, vec, !amx);
 
     // One parallel task per query block (of every head and batch), or per few where they are
     // small; the running state of a block's queries lives for the block, and everything of one
@@ -320,7 +341,6 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     a.state.update().reorder(c, ii, a.r_blocks).vectorize(c, vec, TailStrategy::RoundUp);
     const LoopLevel key_block_step(a.state, a.r_blocks);
     const LoopLevel block_level(a.out, block);
-    const bool amx = a.amx.score_tiles.defined();
     if (!amx) schedule_query_tile(a.packed, block_level, vec);
 
     // Score register tile: score_vectors vectors of keys by score_rows queries, with the dot

@@ -664,19 +664,28 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
     // reads unclamped: a row's clamp is then computed once per row, not at every step.
     p.q_operand = Func("q_operand");
     if (p.paired) {
-        // Pairs from the transposed keys: two rows of features, each contiguous along the keys,
-        // interleaved. The last pair of an odd dk repeats the last feature, which meets the
-        // query's 0.
+        // Pairs from the transposed words: the two halves of a row of words, each contiguous
+        // along the keys, interleaved. The last pair of an odd dk repeats the last feature,
+        // which meets the query's 0. An even dk (q_even_features) reads every word's high half
+        // as it is, so that a specialization on it loads words as vectors, not half by half.
+        p.q_even_features = dk % 2 == 0;
+        const Expr high = select(p.q_even_features, 2 * pair + 1, min(2 * pair + 1, dk - 1));
+        const auto bits = [&](const Expr &feature) {
+            return cast<uint32_t>(reinterpret(UInt(16), k_rows(feature, j, h, b)));
+        };
+        p.k_words = Func("k_words");
+        p.k_words(pair, j, h, b) = bits(2 * pair) | (bits(high) << 16);
+        p.k_word_rows = Func("k_word_rows");
+        p.k_word_rows(j, pair, h, b) = p.k_words(pair, j, h, b);
         p.k_packed = Func("k_pairs");
-        p.k_packed(e, j, pair, h, b) =
-            cast(products, p.k_transposed(j, min(2 * pair + e, dk - 1), h, b));
+        p.k_packed(e, j, pair, h, b) = reinterpret(
+            products, cast<uint16_t>(p.k_word_rows(j, pair, h, b) >> cast<uint32_t>(16 * e)));
         p.v_packed = Func("v_pairs");
         p.v_packed(e, c, pair, h, b) =
             cast(products, v(clamp(c, 0, dv - 1), clamp(2 * pair + e, 0, kv_len - 1), h, b));
         p.values = p.v_packed;
-        // An even dk (q_even_features) reads the queries' features as they are, so that a
-        // specialization on it loads them as vectors, not one by one.
-        p.q_even_features = dk % 2 == 0;
+        // An even dk reads the queries' features as they are, so that a specialization on it
+        // loads them as vectors, not one by one.
         const Expr feature = 2 * pair + e;
         const Expr feature_read = select(p.q_even_features, feature, min(feature, dk - 1));
         // By unclamped row, as k_rows is by unclamped key: a schedule may stage a tile of them

@@ -286,6 +286,12 @@ struct PackedScore {
     // blocks): elsewhere, as in the materialized path's tiles at the weights' buffer's min,
     // Halide cannot prove a vector lies in one panel and gathers it.
     Halide::Func k_panels;
+    // Paired: each key's features two by two as 32-bit words, (p, j, hk, b) = the bits of
+    // features 2 p (low half) and 2 p + 1 (high half) of key j, and those words transposed,
+    // (j, p, hk, b), from which k_packed takes its pairs. A pair is then one word moved by the
+    // transposing copy, as float32 keys are: transposed as bfloat16 (k_transposed), each element
+    // was inserted into its vector on its own (vpinsrw, vpblendw; perf).
+    Halide::Func k_words, k_word_rows;
     Halide::Func k_packed;  // (j, d, hk, b): a view of k_panels, or k_transposed; paired:
                             // its bfloat16 pairs
     Halide::Func v_packed;  // (c, j, hk, b), readable past dv and kv_len; or pairs
