@@ -124,7 +124,7 @@ bool all_chunks(size_t n, Scan scan) {
         std::atomic<bool> good{true};
     } state{scan};
     // One pointer captured, so that std::function keeps the lambda inline (no allocation).
-    parallel_chunks(n, [s = &state](size_t begin, size_t end) {
+    parallel_chunks(n, kScanGrain, [s = &state](size_t begin, size_t end) {
         if (!s->good.load(std::memory_order_relaxed)) return;
         if (!s->scan(begin, end)) s->good = false;
     });

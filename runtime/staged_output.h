@@ -38,8 +38,8 @@ class StagedOutput {
         if (destination_ != nullptr) {
             // On the pool: one thread copied bert-512's 1.5 MB output in about 110 us (0.7%
             // of the forward), two in 85 (attngen_parallel_timeline, AVX-512, Zen 4); the
-            // destination's lines come from memory.
-            parallel_chunks(elements_, [this](size_t begin, size_t end) {
+            // destination's lines come from memory. Smaller outputs as well (kCopyGrain).
+            parallel_chunks(elements_, kCopyGrain, [this](size_t begin, size_t end) {
                 std::memcpy(destination_ + begin, staging_.get() + begin,
                             (end - begin) * sizeof(float));
             });

@@ -23,8 +23,8 @@ using attngen::rt::kFloat16Exponent;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr size_t kChunk = attngen::rt::kParallelChunkElements;  // a parallel task
-constexpr size_t kScanChunk = attngen::rt::kFiniteScanChunk;    // an early exit
+constexpr size_t kChunk = attngen::rt::kScanGrain.elements;   // a parallel task
+constexpr size_t kScanChunk = attngen::rt::kFiniteScanChunk;  // an early exit
 
 // Lengths from one element to more chunks than parallel_chunks runs on one thread, with the
 // edges of both kinds of chunk and of the scans' vectors (8 and 16 floats, 16 and 32 halves, in

@@ -384,8 +384,8 @@ TEST(NumericsMha, NanInALargeSharedInputIsFound) {
     attngen_mask mask{};
     mask.kv_lengths = lengths;
     const size_t elements = size_t(kBatch) * kLen * kModel;
-    ASSERT_GE(elements,
-              (attngen::rt::kParallelMinChunks - 1) * attngen::rt::kParallelChunkElements + 1);
+    constexpr attngen::rt::ChunkGrain kScan = attngen::rt::kScanGrain;
+    ASSERT_GE(elements, (kScan.min_chunks - 1) * kScan.elements + 1);
     const auto clean = rng.Uniform(elements, -1.0f, 1.0f);
     const auto forward = [&](const std::vector<float> &q, const std::vector<float> &kv) {
         std::vector<float> out = NaNs(elements);
@@ -399,7 +399,7 @@ TEST(NumericsMha, NanInALargeSharedInputIsFound) {
     // The last element (row 1599 of item 1), the first of chunks 2 and 3 (rows 448 and 1472 of
     // item 1), and the two elements either side of chunks 0 and 1's boundary (rows 1023 and 1024
     // of item 0): every one past its item's key length.
-    constexpr size_t kChunk = attngen::rt::kParallelChunkElements;
+    constexpr size_t kChunk = kScan.elements;
     for (size_t poisoned : {elements - 1, 2 * kChunk, 3 * kChunk, kChunk - 1, kChunk}) {
         const size_t row = poisoned / kModel;
         ASSERT_GE(row % kLen, size_t(lengths[row / kLen]));

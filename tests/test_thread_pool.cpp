@@ -4,7 +4,10 @@
 // tasks on workers wrote, a failed task's code returned with the tasks after it skipped, loops
 // nested in tasks and loops from many application threads at once, and the hook in place after
 // any entry point unless the application installed its own.
+// parallel_chunks (runtime/parallel_chunks.h), whose passes run on that pool, covers each
+// element of an array exactly once at each grain.
 // tests/CMakeLists.txt runs these again with ATTNGEN_POOL_SPIN_US=0 (every wait a sleep).
+#include "parallel_chunks.h"
 #include "spinning_pool.h"
 
 #include <attngen/attngen.h>
@@ -252,6 +255,29 @@ TEST(ThreadPool, InstalledByTheEntryPointsUnlessTheApplicationHasItsOwn) {
     EXPECT_EQ(installed, spinning_do_par_for);
     attngen::rt::install_spinning_pool();
     EXPECT_EQ(halide_set_custom_do_par_for(installed), application_do_par_for);
+}
+
+// The input scan's and the staged output's grains, at lengths about their chunks and their
+// thresholds for the pool, on 2 threads: every element once, each call a range within [0, n).
+TEST(ParallelChunks, EveryElementOnceAtEachGrain) {
+    PoolSize two(2);
+    for (const attngen::rt::ChunkGrain grain : {attngen::rt::kScanGrain, attngen::rt::kCopyGrain}) {
+        const size_t c = grain.elements, pool_from = (grain.min_chunks - 1) * c + 1;
+        for (size_t n : {size_t(1), c - 1, c, c + 1, pool_from - 1, pool_from, 3 * c + 7}) {
+            SCOPED_TRACE("chunks of " + std::to_string(c) + ", n = " + std::to_string(n));
+            std::unique_ptr<std::atomic<int>[]> visits(new std::atomic<int>[n]);
+            for (size_t i = 0; i < n; ++i) visits[i] = 0;
+            std::atomic<int> bad_ranges{0};
+            attngen::rt::parallel_chunks(n, grain, [&](size_t begin, size_t end) {
+                if (begin >= end || end > n) ++bad_ranges;
+                for (size_t i = begin; i < end && i < n; ++i) ++visits[i];
+            });
+            EXPECT_EQ(bad_ranges, 0);
+            size_t wrong = 0;
+            for (size_t i = 0; i < n; ++i) wrong += visits[i] != 1;
+            EXPECT_EQ(wrong, 0u);
+        }
+    }
 }
 
 }  // namespace
