@@ -53,12 +53,15 @@ constexpr int kPackingMaxHeadsPerTask = 16;
 // Keys transposed, into panels (jl, d, jp, h, b) where the attention asked for them
 // (PackedScore::k_panels) or to (j, d, h, b), and values copied to panels of a tile's features
 // (PackedScore::v_panels) or to (c, j, h, b), at root, one task per few heads
-// (kPackingTaskElements). Bfloat16 pairs (PackedScore::paired) are made from two rows of the
-// transposed keys each, contiguous along the keys (or the value features), interleaved: a
-// vector of keys (or features) per row of the pair, the two stored as one interleaved vector.
-// (Vectorized over (e, j) together, each vector was a gather: its lanes read two rows, and the
-// features' clamp was per lane. attngen_parallel_timeline bert-512 bf16, AVX512-BF16 variant,
-// Zen 4: key pairs 107 -> 33 us, value pairs 156 -> 40 us of a 9.7 ms call.)
+// (kPackingTaskElements). Bfloat16 pairs (PackedScore::paired) are made from two rows each,
+// contiguous along the keys (or the value features), interleaved: a vector of keys (or
+// features) per row of the pair, the two stored as one interleaved vector. The keys' two rows
+// are the halves of a row of transposed words (PackedScore::k_words), where the pairs are the
+// keys' only reader (keys_read_only_as_pairs: not on AMX, whose rotated keys read
+// k_transposed). (Vectorized over (e, j) together, each vector was a gather: its lanes read two
+// rows, and the features' clamp was per lane. attngen_parallel_timeline bert-512 bf16,
+// AVX512-BF16 variant, Zen 4: key pairs 107 -> 33 us, value pairs 156 -> 40 us of a 9.7 ms
+// call.)
 void schedule_key_value_packing(const PackedScore &p, int vec, bool keys_read_only_as_pairs) {
     Func k_packed = p.k_packed, v_packed = p.v_packed;
     const std::vector<Var> v = v_packed.args();

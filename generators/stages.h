@@ -276,7 +276,9 @@ struct PackedScore {
     // The keys, (d, j, hk, b): a Func of unclamped j that reads k at j clamped to kv_len - 1,
     // which the transposing copy stages (schedule_transpose); paired, in bfloat16
     Halide::Func k_source;
-    Halide::Func k_transposed;  // (j, d, hk, b), readable past kv_len; undefined with k_panels
+    // (j, d, hk, b), readable past kv_len; undefined with k_panels. Paired, only AMX's rotated
+    // keys read it (the pairs come from k_word_rows).
+    Halide::Func k_transposed;
     // key_panels: the keys in panels of kKeyPanel, (jl, d, jp, hk, b) = feature d of key
     // jp * kKeyPanel + jl, so that a score tile reads one contiguous run per panel. As rows of
     // k_transposed, each of a tile's dk steps read a row kv_len * 4 bytes from the last (64 KiB
@@ -324,9 +326,9 @@ struct PackedScore {
     bool rounded = false;
     // Defined when the queries and the keys k_source reads are rotations left inline
     // (apply_rope), which the CPU schedules compute where they pack them (q_operand, and
-    // k_transposed or k_panels; AMX's keys, which read k_transposed only where keys rotate):
-    // true at run time when nothing rotates. Those stages specialize on it, and are then copies
-    // of the projected heads.
+    // k_transposed, k_panels or k_word_rows; AMX's keys, which read k_transposed only where
+    // keys rotate): true at run time when nothing rotates. Those stages specialize on it, and
+    // are then copies of the projected heads.
     Halide::Expr sources_unrotated;
 };
 PackedScore define_packed_score(const Halide::Func &q, const Halide::Func &k, const Halide::Func &v,
