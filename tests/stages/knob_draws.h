@@ -101,6 +101,15 @@ inline std::vector<Halide::Target> variant_targets() {
     return targets;
 }
 
+// The target the GPU kernels of these tests compile for: the host's OpenCL device (PoCL on
+// machines without a GPU), and whether the host has one.
+inline Halide::Target opencl_target() {
+    return Halide::get_host_target().with_feature(Halide::Target::OpenCL);
+}
+inline bool has_opencl_device() {
+    return Halide::host_supports_target_device(opencl_target());
+}
+
 // Draws settings for the CPU targets in turn (3 per target in the suite), and calls
 // check(target, knobs) for each, under a trace that names them; stops at a fatal failure.
 template <typename Check>

@@ -51,7 +51,7 @@ class DecodePipeline {
   public:
     // The GPU kernels for OpenCL, over a float32 cache in the device layout.
     explicit DecodePipeline(const DecodeKnobs &knobs)
-        : DecodePipeline(get_host_target().with_feature(Target::OpenCL), Float(32)) {
+        : DecodePipeline(attngen_test::opencl_target(), Float(32)) {
         attngen::constrain_device_cache_layout(k_);
         attngen::constrain_device_cache_layout(v_);
         attngen::GpuScheduleKnobs gpu;
@@ -222,8 +222,7 @@ void check_case(DecodePipeline &pipeline, const DecodeCase &t, std::mt19937 &rng
 class GpuDecodeStage : public ::testing::TestWithParam<DecodeKnobs> {};
 
 TEST_P(GpuDecodeStage, MatchesTheReferenceAtBlockAndTileEdges) {
-    const Target target = get_host_target().with_feature(Target::OpenCL);
-    if (!host_supports_target_device(target)) GTEST_SKIP() << "no OpenCL device";
+    if (!attngen_test::has_opencl_device()) GTEST_SKIP() << "no OpenCL device";
     DecodePipeline pipeline(GetParam());
     std::mt19937 rng(20261204);
     const std::vector<DecodeCase> cases = {

@@ -1007,7 +1007,7 @@ struct FlashPipeline : AttentionInputs {
     // kSmallFlashHead with small_head_flash_knobs as well), compiled for the host's OpenCL device
     // (PoCL on machines without a GPU).
     explicit FlashPipeline(const attngen::GpuScheduleKnobs &knobs)
-        : AttentionInputs(get_host_target().with_feature(Target::OpenCL)), products(Float(32)) {
+        : AttentionInputs(attngen_test::opencl_target()), products(Float(32)) {
         attngen::FlashAttentionStage a = attngen::define_flash_attention(
             Func(q), Func(k), Func(v), dk(), dv(), q_len(), kv_len(), 1, scale(), mask(),
             knobs.gpu_query_block, knobs.gpu_key_block, true);
@@ -1044,7 +1044,7 @@ struct WeightsPipeline : AttentionInputs {
     }
 
     explicit WeightsPipeline(const attngen::GpuScheduleKnobs &knobs)
-        : AttentionInputs(get_host_target().with_feature(Target::OpenCL)) {
+        : AttentionInputs(attngen_test::opencl_target()) {
         attngen::AttentionStage a = define(1, 0);
         attngen::schedule_attention_gpu(a, knobs);
         compile(a);
@@ -1165,15 +1165,11 @@ TEST(TunerKnobs, WeightsKernelsMatchTheReference) {
         });
 }
 
-bool has_opencl_device() {
-    return host_supports_target_device(get_host_target().with_feature(Target::OpenCL));
-}
-
 // GPU knob settings drawn from the tuner's values (knob_draws.h): every one's flash kernel, or
 // the one the generators build with its small-head knobs for heads that fit them, matches
 // float64 through OpenCL.
 TEST(TunerKnobs, GpuFlashKernelsMatchTheReference) {
-    if (!has_opencl_device()) GTEST_SKIP() << "no OpenCL device";
+    if (!attngen_test::has_opencl_device()) GTEST_SKIP() << "no OpenCL device";
     attngen_test::KnobDraws draw(5);
     attngen_test::for_each_drawn_gpu_setting(draw, [&](const attngen::GpuScheduleKnobs &knobs) {
         const bool small_heads = draw.pick({0, 1});
@@ -1191,7 +1187,7 @@ TEST(TunerKnobs, GpuFlashKernelsMatchTheReference) {
 
 // The same for the GPU attention that returns the weights: its outputs and its weights.
 TEST(TunerKnobs, GpuWeightsKernelsMatchTheReference) {
-    if (!has_opencl_device()) GTEST_SKIP() << "no OpenCL device";
+    if (!attngen_test::has_opencl_device()) GTEST_SKIP() << "no OpenCL device";
     attngen_test::KnobDraws draw(6);
     attngen_test::for_each_drawn_gpu_setting(draw, [&](const attngen::GpuScheduleKnobs &knobs) {
         WeightsPipeline pipeline(knobs);
