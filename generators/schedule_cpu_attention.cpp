@@ -50,6 +50,9 @@ Var split_query_blocks(Func f, const Var &row, const Var &h, const Var &b, const
 constexpr int kPackingTaskElements = 16384;
 constexpr int kPackingMaxHeadsPerTask = 16;
 
+// The rows of the weights' score tile for calls of few queries (schedule_attention_cpu).
+constexpr int kFewQueriesTileRows = 12;
+
 // Keys transposed, into panels (jl, d, jp, h, b) where the attention asked for them
 // (PackedScore::k_panels) or to (j, d, h, b), and values copied to panels of a tile's features
 // (PackedScore::v_panels) or to (c, j, h, b), at root, one task per few heads
@@ -298,20 +301,43 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
     // block's buffer, both tiles of this path were a load, an FMA and a store per step; in
     // registers, their tasks fell from 3.6% to 2.5% (scores, softmax) and 1.6% to 0.7%
     // (probs x values) of the samples of an MHA forward at the tutorial shape, perf.)
+    // A call of a few more queries than a tile's rows takes them in one taller tile where the
+    // registers hold it: the tutorial shape's 10 queries in tiles of 8 computed 16 rows.
+    // attngen_parallel_timeline tutorial, AVX-512, Zen 4, alternated: the weights' loop 291 ->
+    // 263, 216 -> 192, 255 -> 237 us; scripts/paired_ab.py, 60 pairs: mha_forward_bf16/tutorial
+    // 1.018x (45 of 60), mha_forward/tutorial level (0.999x, a 5 ms call).
+    std::vector<TileShape> score_shapes;
+    if (kFewQueriesTileRows > knobs.score_rows &&
+        tile_fits(knobs.score_vectors, kFewQueriesTileRows, target)) {
+        score_shapes.push_back({a.q_len > knobs.score_rows && a.q_len <= kFewQueriesTileRows,
+                                knobs.score_vectors, kFewQueriesTileRows});
+    }
     schedule_query_tile(a.packed, LoopLevel(softmax_root, block), vec);
     schedule_register_tile_at(a.packed.score, LoopLevel(softmax_root, block), j, i, a.packed.r_dot,
-                              knobs.score_vectors, knobs.score_rows, vec);
+                              knobs.score_vectors, knobs.score_rows, vec, score_shapes);
 
-    // Row reductions: kReductionLanes partial results per row, whole vectors.
+    // Row reductions: kReductionLanes partial results per row, whole vectors; the tail (fewer
+    // than kReductionLanes keys per row) in one vector of as many lanes.
     for (Func f : {a.max_lanes, a.sum_lanes}) {
         f.compute_at(softmax_root, block).vectorize(u, vec);
         f.update(0).vectorize(u, vec);
-        f.update(1).unscheduled();  // the tail: fewer than kReductionLanes keys per row
+        f.update(1).vectorize(a.r_lanes_tail.x, vec, TailStrategy::GuardWithIf);
     }
     a.row_max.compute_at(softmax_root, block);
     a.row_sum.compute_at(softmax_root, block);
     // exp_score reads the mask inputs, so its tail must be exact.
     a.exp_score.compute_at(softmax_root, block).vectorize(j, vec, TailStrategy::GuardWithIf);
+    // Without a boolean or additive mask, as in the flash kernel (schedule_flash_attention_cpu),
+    // a specialization drops their loads: read at keys clamped to kv_len, those of a row's last
+    // vector of keys were gathers, lane by lane (15% of the weights' loop at the tutorial shape,
+    // 20 keys a row, perf). With the tails above vectorized too, scripts/paired_ab.py, 60 pairs
+    // in 4 sessions, AVX-512, Zen 4, old/new: mha_forward/ tutorial 1.009x (50 of 60),
+    // tutorial-cross 1.017x (55 of 60); mha_forward_bf16/ tutorial 1.022x (52 of 60),
+    // tutorial-cross 1.025x (55 of 60).
+    const Expr unmasked = !a.mask.has_additive && !a.mask.has_bool_mask;
+    for (Stage s : {Stage(a.exp_score), a.max_lanes.update(0), a.max_lanes.update(1)}) {
+        s.specialize(unmasked);
+    }
 
     // probs x values register tile: out_vectors vectors of features by out_rows queries, with
     // the sum over keys outside it.

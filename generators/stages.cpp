@@ -784,6 +784,7 @@ AttentionStage define_attention(const Func &q, const Func &k, const Func &v, con
     a.dv = dv;
     a.q_len = q_len;
     a.kv_len = kv_len;
+    a.mask = mask;
 
     a.packed =
         define_packed_score(q, k, v, dk, dv, q_len, kv_len, group, Float(32), false, value_tile);

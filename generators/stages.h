@@ -377,6 +377,7 @@ struct AttentionStage {
     Halide::RDom r_lanes_tail;  // the remaining keys
     Halide::RDom r_lanes;       // over the partial lanes
     Halide::Expr dk, dv, q_len, kv_len;
+    MaskInputs mask;
 };
 
 AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, const Halide::Func &v,
