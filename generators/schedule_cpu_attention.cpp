@@ -334,7 +334,7 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
     // in 4 sessions, AVX-512, Zen 4, old/new: mha_forward/ tutorial 1.009x (50 of 60),
     // tutorial-cross 1.017x (55 of 60); mha_forward_bf16/ tutorial 1.022x (52 of 60),
     // tutorial-cross 1.025x (55 of 60).
-    const Expr unmasked = !a.mask.has_additive && !a.mask.has_bool_mask;
+    const Expr unmasked = a.mask.unmasked();
     for (Stage s : {Stage(a.exp_score), a.max_lanes.update(0), a.max_lanes.update(1)}) {
         s.specialize(unmasked);
     }
@@ -382,7 +382,7 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // emulated gathers, because the key index is clamped for the last block). With a mask, the
     // clamp carries likely() (stages.cpp) so that loop partitioning may drop it from the other
     // blocks; the benchmarks measure only the unmasked and causal cases.
-    const Expr unmasked = !a.mask.has_additive && !a.mask.has_bool_mask;
+    const Expr unmasked = a.mask.unmasked();
     if (amx) {
         schedule_amx_attention(a, block_level, key_block_step);
         a.block_logits.compute_at(key_block_step).vectorize(jj, vec);

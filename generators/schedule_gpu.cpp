@@ -510,7 +510,7 @@ void schedule_flash_attention_gpu(FlashAttentionStage &a, const GpuScheduleKnobs
     // a byte of the boolean mask and a float of the additive one whether or not they were set.
     // The specialization copies block_logits' schedule as it is here: a stage directive added
     // below would reach only the masked version.
-    a.block_logits.specialize(!a.mask.has_additive && !a.mask.has_bool_mask);
+    a.block_logits.specialize(a.mask.unmasked());
     // The step's keys in shared memory, keys innermost, so that a warp's score threads read
     // neighbouring keys of one feature (from the keys' layout, 16 rows 4 * dk bytes apart; ncu
     // on an H100: L1/TEX throughput 94%, compute 26%). Stand-alone sdpa there, float32, before

@@ -242,6 +242,10 @@ struct MaskInputs {
     Halide::Func causal_end;
     Halide::Expr has_bool_mask;
     Halide::Expr has_additive;
+
+    // True at run time when the call has neither a boolean nor an additive mask: a schedule's
+    // specialization on it drops their loads.
+    Halide::Expr unmasked() const { return !has_additive && !has_bool_mask; }
 };
 
 // Query i sees keys j <= i + causal_key_offset: 0 for a top-left causal mask, kv_len - q_len
