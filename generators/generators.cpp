@@ -1,6 +1,7 @@
 // The attngen generators: the fused MHA forward, scaled dot-product attention on projected
 // heads, and the projection on its own. Each composes the stages of stages.h and applies the
 // schedule of its target family; with an autoscheduler it only sets estimates.
+#include <array>
 #include <map>
 #include <string>
 
@@ -416,6 +417,12 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
     Input<Buffer<float, 3>> query{"query"};  // (d_model, q_len, batch)
     Input<Buffer<float, 3>> key{"key"};      // (kdim, kv_len, batch)
     Input<Buffer<float, 3>> value{"value"};  // (vdim, kv_len, batch)
+    // The key is the query's tensor, the value the key's: one pointer and one shape (set by
+    // runtime/fused_forward_call.h). A tensor that several projections take is then rounded
+    // to 16-bit weights' type once (InputOperands). Ignored where the shapes differ, by float32
+    // kernels and by GPU kernels.
+    Input<bool> key_is_query{"key_is_query", false};
+    Input<bool> value_is_key{"value_is_key", false};
     // Projection weights transposed, padded and packed in panels (layout.h): wq_t of padded
     // H*hd outputs over d_model inputs, wk_t padded Hkv*hd over kdim, wv_t padded Hkv*vhd over
     // vdim, wo_t padded d_model over H*vhd, of the precision's type.
@@ -459,18 +466,36 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         const bool amx = amx_q.stored.defined();
         const DirectPath direct = amx ? DirectPath{} : direct_path();
         const bool float_x = !amx && float_operand();
+        const Func q_rows_in = as_rows(bounded(query), q_len);
+        const Func k_rows_in = as_rows(bounded(key), kv_len);
+        const Func v_rows_in = as_rows(bounded(value), kv_len);
+        // The 16-bit operands of a CPU's input projections in one Func (InputOperands), so that
+        // one tensor passed as several of the inputs is rounded once: AMX's tiles keep their
+        // own copies (schedule_projection_operand), and float32 weights multiply the inputs as
+        // they are.
+        const bool share_operands =
+            !amx && !get_target().has_gpu_feature() && storage_type(precision) != Float(32);
+        InputOperands operands;
+        std::array<SharedOperand, 3> operand_of{};
+        if (share_operands) {
+            operands = define_input_operands(
+                {q_rows_in, k_rows_in, v_rows_in}, {q_in, k_in, v_in}, {q_rows, kv_rows, kv_rows},
+                storage_type(precision), weights_in_pairs(), float_x, key_is_query, value_is_key);
+            for (int source = 0; source < 3; ++source)
+                operand_of[source] = operands.operand(source);
+        }
         ProjectionStage pq = define_projection(
-            "q_proj", as_rows(bounded(query), q_len), q_in, 1, q_rows, bq.dim(0).extent(),
+            "q_proj", q_rows_in, q_in, 1, q_rows, bq.dim(0).extent(),
             packed_weights(wq_t, q_in, amx_q), bounded(bq), storage_type(precision),
-            few_rows_path(), direct, float_x, staged_path(), amx_q);
+            few_rows_path(), direct, float_x, staged_path(), amx_q, operand_of[0]);
         ProjectionStage pk = define_projection(
-            "k_proj", as_rows(bounded(key), kv_len), k_in, 1, kv_rows, bk.dim(0).extent(),
+            "k_proj", k_rows_in, k_in, 1, kv_rows, bk.dim(0).extent(),
             packed_weights(wk_t, k_in, amx_k), bounded(bk), storage_type(precision),
-            few_rows_path(), direct, float_x, staged_path(), amx_k);
+            few_rows_path(), direct, float_x, staged_path(), amx_k, operand_of[1]);
         ProjectionStage pv = define_projection(
-            "v_proj", as_rows(bounded(value), kv_len), v_in, 1, kv_rows, bv.dim(0).extent(),
+            "v_proj", v_rows_in, v_in, 1, kv_rows, bv.dim(0).extent(),
             packed_weights(wv_t, v_in, amx_v), bounded(bv), storage_type(precision),
-            few_rows_path(), direct, float_x, staged_path(), amx_v);
+            few_rows_path(), direct, float_x, staged_path(), amx_v, operand_of[2]);
         // A CPU's flash kernel in bfloat16 rounds the projected heads to bfloat16 before
         // anything multiplies them, so they are stored so: half the bytes written and read again
         // (scripts/ab_runs.py, 2 rounds, Intel Xeon with AMX, 2 threads: mha_forward_bf16
@@ -522,6 +547,7 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         if (using_autoscheduler()) return;
         const Target t = get_target();
         if (merged.places.defined()) merged.places.compute_root();
+        if (share_operands) schedule_input_operands(operands, t);
         if (!t.has_gpu_feature()) {
             // Stored query by query, every head of a query side by side, as the output
             // projection reads it (as the cached forward's prompt attention is, below). Stored

@@ -107,6 +107,11 @@ void schedule_cache_key_rows_cpu(Halide::Func rows, Halide::Func rotated,
 void schedule_cache_value_rows_cpu(Halide::Func rows, const Halide::Expr &positions,
                                    const Halide::Expr &items, const Halide::Target &target);
 
+// The input projections' shared operands (InputOperands), at root: each source's rows in
+// parallel tasks, features vectorized, as a projection's own operand is scheduled. The
+// projections that read them leave their views inline (schedule_projection_cpu).
+void schedule_input_operands(const InputOperands &ops, const Halide::Target &target);
+
 // Packs a [out, in] weight into (o, f) order for a projection, at root.
 void schedule_weight_pack_cpu(Halide::Func pack, const Halide::Target &target);
 

@@ -218,9 +218,20 @@ Func stage_widened_weights(Func staged, int vec) {
         .unroll(args[1]);
 }
 
+// Whether a projection operand's rows are rounded in parallel tasks: only for more than a
+// decoding step's, since a loop of one task still wakes the threads (a bfloat16 GPT-2 step ran
+// five of them).
+Expr operand_rows_in_tasks(const Expr &rows) {
+    return rows > kSplitReductionMaxRows;
+}
+
 // The bfloat16 or float16 operand of a projection, where it has one.
 void schedule_projection_operand(ProjectionStage &p, int vec) {
     if (!p.operand.defined()) return;
+    if (p.operand_shared) {
+        p.operand.compute_inline();
+        return;
+    }
     // Where the AMX path is the projection's one algorithm, its own bfloat16 copy of the rows
     // (amx_operand) is the operand's only reader: rounded there, the input is read once, not
     // copied twice (the two passes took 8% of mha_forward_bf16/bert-512-b8's samples).
@@ -233,10 +244,8 @@ void schedule_projection_operand(ProjectionStage &p, int vec) {
     }
     // Rounded once per input element, into a buffer that the register tiles read as they
     // read a float32 input: rounded inline, every broadcast of the tile would round again.
-    // In parallel over blocks of rows only for more than a decoding step's: a loop of one
-    // task still wakes the threads, and a bfloat16 GPT-2 step ran five of them.
     const std::vector<Var> a = p.operand.args();
-    const Expr many_rows = p.rows > kSplitReductionMaxRows;
+    const Expr many_rows = operand_rows_in_tasks(p.rows);
     p.operand.compute_root().vectorize(a.front(), vec, TailStrategy::GuardWithIf);
     p.operand.specialize(many_rows).parallel(a.back(), kOperandRowsPerTask,
                                              TailStrategy::GuardWithIf);
@@ -312,6 +321,23 @@ void schedule_projection_amx(ProjectionStage &p, const Expr &output_features) {
 constexpr int kDirectMaxInFeatures = 1024;
 
 }  // namespace
+
+void schedule_input_operands(const InputOperands &ops, const Target &target) {
+    const int vec = vector_width(target);
+    Func rounded = ops.rounded;
+    rounded.compute_root();
+    const Var f = rounded.args()[0];
+    for (size_t source = 0; source < ops.rows.size(); ++source) {
+        const RVar rows = ops.rows[source].x;
+        // Row r writes row first_row + r alone, which Halide cannot prove for a run-time
+        // first_row: there is no race to allow.
+        Stage update = rounded.update(int(source));
+        update.allow_race_conditions().reorder(f, rows).vectorize(f, vec,
+                                                                  TailStrategy::GuardWithIf);
+        update.specialize(operand_rows_in_tasks(ops.row_counts[source]))
+            .parallel(rows, kOperandRowsPerTask, TailStrategy::GuardWithIf);
+    }
+}
 
 DirectPath cpu_direct_path(const Target &target, const CpuScheduleKnobs &requested) {
     const CpuScheduleKnobs knobs = resolve_cpu_knobs(requested, target);

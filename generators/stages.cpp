@@ -63,6 +63,16 @@ void define_amx_sums(ProjectionStage &p, const AmxPath &amx, const std::string &
         cast<float>(p.weights(kWeightPairs * o + tail % kWeightPairs, tail / kWeightPairs));
 }
 
+// x rounded as a projection's operand for weights of `storage` (define_projection): in integer
+// arithmetic for weights as bits; in pairs (a CPU's bfloat16) the storage type itself, or with
+// float_operand its value as float32; otherwise round_operand's float32.
+Expr operand_value(const Expr &x, const Type &storage, bool paired, bool as_bits,
+                   bool float_operand) {
+    if (as_bits) return round_operand_bits(x, storage);
+    if (!paired) return round_operand(x, storage);
+    return float_operand ? cast<float>(cast(storage, x)) : cast(storage, x);
+}
+
 }  // namespace
 
 ProjectionStage define_projection(const std::string &name, const Func &x, const Expr &group_size,
@@ -70,7 +80,7 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
                                   const Func &w_t, const Func &bias, const Type &storage,
                                   const FewRowsPath &few_rows_path, const DirectPath &direct_path,
                                   bool float_operand, const StagedPath &staged_path,
-                                  const AmxPath &amx) {
+                                  const AmxPath &amx, const SharedOperand &shared_operand) {
     ProjectionStage p;
     p.acc = Func(name + "_acc");
     p.result = Func(name);
@@ -90,12 +100,18 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
         const Expr w = w_t(o, f);
         return as_bits ? storage_bits_as_float(w, storage) : cast<float>(w);
     };
+    if (shared_operand.rounded.defined() &&
+        (as_bits || amx.stored.defined() || !Internal::is_const_one(groups) ||
+         storage == Float(32))) {
+        throw CompileError(name + ": a shared operand is for a CPU's 16-bit weights over one " +
+                           "group of input features, without AMX");
+    }
+    p.operand_shared = shared_operand.rounded.defined();
     // Weights as bits take their operands rounded in integer arithmetic as well (layout.h,
     // half_weights_as_bits); otherwise in the storage type, which is what matches vdpbf16ps, or
     // with float_operand (no vdpbf16ps to match) that value held as float32.
     const auto rounded = [&](const Expr &v) {
-        if (as_bits) return round_operand_bits(v, storage);
-        return float_operand ? cast<float>(cast(storage, v)) : cast(storage, v);
+        return operand_value(v, storage, true, as_bits, float_operand);
     };
     // The sum starts from the bias, not from 0: LLVM turned a register tile's zero
     // initialization into a call to memset (perf: 1-2% of a forward).
@@ -119,7 +135,9 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
         // bfloat16 forward's samples at bert-512, though the forward measured level without
         // it.)
         const Expr feature = min(f, p.in_features - 1);
-        if (Internal::is_const_one(groups)) {
+        if (p.operand_shared) {
+            p.operand(f, m) = shared_operand.rounded(f, m + shared_operand.first_row);
+        } else if (Internal::is_const_one(groups)) {
             p.operand(f, m) = select(f < p.in_features, rounded(x(feature, 0, m)), rounded(0.0f));
         } else {
             p.operand(f, m) = undef(rounded(0.0f).type());
@@ -144,8 +162,11 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
         if (storage != Float(32)) {
             Var d("d"), g("g"), m("m");
             p.operand = Func(name + "_operand");
-            p.operand(d, g, m) = as_bits ? round_operand_bits(x(d, g, m), storage)
-                                         : round_operand(x(d, g, m), storage);
+            if (p.operand_shared) {
+                p.operand(d, g, m) = shared_operand.rounded(d, m + shared_operand.first_row);
+            } else {
+                p.operand(d, g, m) = operand_value(x(d, g, m), storage, false, as_bits, false);
+            }
             operand = p.operand;
         }
         product = operand(p.r.x, p.r.y, row) * weight(o, p.r.y * group_size + p.r.x);
@@ -240,6 +261,39 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
                            "their conditions (define_projection's StagedPath or AmxPath)");
     }
     return p;
+}
+
+InputOperands define_input_operands(const std::vector<Func> &inputs,
+                                    const std::vector<Expr> &in_features,
+                                    const std::vector<Expr> &rows, const Type &storage, bool paired,
+                                    bool float_operand, const Expr &key_is_query,
+                                    const Expr &value_is_key) {
+    if (inputs.size() != 3 || in_features.size() != 3 || rows.size() != 3) {
+        throw CompileError("define_input_operands takes a query, a key and a value");
+    }
+    InputOperands ops;
+    ops.rounded = Func("input_operands");
+    Var f("f"), m("m");
+    const Type type = operand_value(0.0f, storage, paired, false, float_operand).type();
+    ops.rounded(f, m) = undef(type);
+    // Only where the shapes agree: a flag set for tensors of different shapes rounds them apart.
+    const Expr same_key = key_is_query && rows[1] == rows[0] && in_features[1] == in_features[0];
+    const Expr same_value = value_is_key && rows[2] == rows[1] && in_features[2] == in_features[1];
+    // Each source's rows after the last source's that it does not repeat.
+    const Expr key_first = select(same_key, 0, rows[0]);
+    const Expr value_first = select(same_value, key_first, key_first + rows[1]);
+    ops.first_row = {0, key_first, value_first};
+    ops.row_counts = {rows[0], select(same_key, 0, rows[1]), select(same_value, 0, rows[2])};
+    for (int source = 0; source < 3; ++source) {
+        const RDom r(0, ops.row_counts[source], "input_operand_rows_" + std::to_string(source));
+        const Expr in = in_features[source];
+        // Zero past the last feature: the pairs' second half of an odd count (define_projection).
+        const Expr value = operand_value(inputs[source](min(f, in - 1), 0, r), storage, paired,
+                                         false, float_operand);
+        ops.rounded(f, r + ops.first_row[source]) = select(f < in, value, cast(type, 0.0f));
+        ops.rows.push_back(r);
+    }
+    return ops;
 }
 
 void store_result_as(ProjectionStage &p, const Type &type) {

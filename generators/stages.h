@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "Halide.h"
 #include "layout.h"
@@ -26,6 +27,9 @@ struct ProjectionStage {
     // features f = g * group_size + d, 0 for the one past an odd count, or its values as float32
     // (define_projection's float_operand).
     Halide::Func operand;
+    // operand is a view of a SharedOperand's Func (define_projection's shared_operand), which
+    // its own schedule computes: a schedule leaves the view inline.
+    bool operand_shared = false;
     // Defined when the bfloat16 operand is written group by group, an update over (d, g) of
     // operand(g * group_size + d, n), over a pure definition that writes nothing (undef); a
     // second update writes the 0 past an odd count.
@@ -134,6 +138,13 @@ struct AmxPath {
 constexpr int kAmxTile = 16;
 constexpr int kAmxBlock = 32;
 static_assert(kPairPanelOutputs == kAmxTile, "AmxPath reads a panel of pairs as one tile");
+// A projection's operand read from a Func that other projections share (InputOperands):
+// rounded(f, first_row + m) is row m's flat input feature f, rounded as the projection's own
+// operand would be. Undefined for an operand of the projection's own.
+struct SharedOperand {
+    Halide::Func rounded;
+    Halide::Expr first_row;
+};
 ProjectionStage define_projection(const std::string &name, const Halide::Func &x,
                                   const Halide::Expr &group_size, const Halide::Expr &groups,
                                   const Halide::Expr &rows, const Halide::Expr &out_features,
@@ -141,7 +152,32 @@ ProjectionStage define_projection(const std::string &name, const Halide::Func &x
                                   const Halide::Type &storage,
                                   const FewRowsPath &few_rows_path = {},
                                   const DirectPath &direct_path = {}, bool float_operand = false,
-                                  const StagedPath &staged_path = {}, const AmxPath &amx = {});
+                                  const StagedPath &staged_path = {}, const AmxPath &amx = {},
+                                  const SharedOperand &shared_operand = {});
+
+// The three input projections' operands (query, key and value: sources 0, 1 and 2) in one Func,
+// for 16-bit weights on a CPU (define_projection's operand, whose rounding this repeats). A
+// self-attention call passes one tensor as all three, and a cross-attention call often one as
+// key and value: a source that is the one before it (key_is_query, value_is_key) rounds no rows
+// of its own, and its projection reads that source's rows. So a tensor is read and rounded once
+// however many projections take it. rounded(f, m) holds the sources' rows one after another:
+// source s's row m at first_row[s] + m, written by update s over its row_counts[s] rows (`rows`;
+// 0 where it repeats a source). The flags are taken only where the shapes agree, so a flag set
+// wrongly cannot read past a source's rows. scripts/paired_ab.py, Zen 4, old/new:
+// mha_forward_bf16/ tutorial-cross 1.025x, bert-512-b8 1.022x, bert-128 and bert-512 1.009x.
+struct InputOperands {
+    Halide::Func rounded;
+    std::vector<Halide::RDom> rows;
+    std::vector<Halide::Expr> row_counts;
+    std::vector<Halide::Expr> first_row;
+    SharedOperand operand(int source) const { return {rounded, first_row.at(source)}; }
+};
+InputOperands define_input_operands(const std::vector<Halide::Func> &inputs,
+                                    const std::vector<Halide::Expr> &in_features,
+                                    const std::vector<Halide::Expr> &rows,
+                                    const Halide::Type &storage, bool paired, bool float_operand,
+                                    const Halide::Expr &key_is_query,
+                                    const Halide::Expr &value_is_key);
 
 // The projection's result stored in `type` (Func p.result becomes the rounding of the sums):
 // for a result that every reader rounds to that type before it multiplies.

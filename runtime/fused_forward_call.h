@@ -74,6 +74,18 @@ struct FusedForwardInputs {
     }
 };
 
+// Whether two kernel buffers are one tensor: the same memory in the same shape. The kernels
+// then round it once for every projection that takes it (the query, key and value of
+// self-attention; the key and value of many cross-attention calls).
+inline bool same_tensor(const halide_buffer_t *a, const halide_buffer_t *b) {
+    if (a->host != b->host || a->dimensions != b->dimensions) return false;
+    for (int i = 0; i < a->dimensions; ++i) {
+        const halide_dimension_t &x = a->dim[i], &y = b->dim[i];
+        if (x.min != y.min || x.extent != y.extent || x.stride != y.stride) return false;
+    }
+    return true;
+}
+
 // Calls kernel (a fused forward kernel, of any target) with the inputs and the outputs: out
 // (d_model, q_len * batch), then the weights (kv_len, q_len, heads, batch) for kernels made
 // with weights_output. Returns the kernel's result (0 or a halide_error_code_t).
@@ -81,12 +93,12 @@ template <typename Kernel, typename... Outputs>
 int call_fused_forward(Kernel kernel, void *user_context, const FusedForwardInputs &in,
                        Outputs *...outputs) {
     MaskBuffers &m = *in.masks;
-    return kernel(user_context, in.query, in.key, in.value, in.wq->weight(), in.wk->weight(),
-                  in.wv->weight(), in.wo->weight(), in.wq->bias.get(), in.wk->bias.get(),
-                  in.wv->bias.get(), in.wo->bias.get(), in.num_heads, in.head_dim, in.num_kv_heads,
-                  in.v_head_dim, in.rope, in.rotary_dim, in.rope_inv_freq, in.scale, m.causal(),
-                  m.kv_lengths(), m.has_bool_mask(), m.bool_mask(), m.has_additive(), m.additive(),
-                  outputs...);
+    return kernel(user_context, in.query, in.key, in.value, same_tensor(in.key, in.query),
+                  same_tensor(in.value, in.key), in.wq->weight(), in.wk->weight(), in.wv->weight(),
+                  in.wo->weight(), in.wq->bias.get(), in.wk->bias.get(), in.wv->bias.get(),
+                  in.wo->bias.get(), in.num_heads, in.head_dim, in.num_kv_heads, in.v_head_dim,
+                  in.rope, in.rotary_dim, in.rope_inv_freq, in.scale, m.causal(), m.kv_lengths(),
+                  m.has_bool_mask(), m.bool_mask(), m.has_additive(), m.additive(), outputs...);
 }
 
 }  // namespace attngen::rt

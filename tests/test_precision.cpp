@@ -134,6 +134,76 @@ TEST_P(HalfPrecision, TutorialShapes) {
         .Test();
 }
 
+// One tensor passed as several inputs: the kernels round it once for every projection that
+// takes it (generators/stages.h, InputOperands). Self-attention (one tensor for all three), one
+// tensor for key and value, and one for query and key (the value a tensor of its own, whose rows
+// then follow the query's), at odd feature counts (a pair's second half past the last), rows
+// across register tiles and tasks, with and without the weights output: each against the
+// float64 reference, and bit for bit against the same call with a copy of the tensor in each
+// place, which rounds each input on its own. One pointer in tensors of other shapes (a key
+// that is the start of the query's rows) is not one tensor, and must not be taken for one.
+TEST_P(HalfPrecision, OneTensorAsSeveralInputs) {
+    enum class Shared { kAll, kKeyValue, kQueryKey };
+    struct Case {
+        int d_model, heads, batch, q_len;
+        Shared shared;
+    };
+    for (const Case &c :
+         {Case{24, 3, 2, 17, Shared::kAll}, Case{33, 3, 1, 40, Shared::kAll},
+          Case{64, 4, 3, 33, Shared::kKeyValue}, Case{33, 1, 2, 9, Shared::kKeyValue},
+          Case{33, 3, 2, 21, Shared::kQueryKey}}) {
+        for (bool with_weights : {false, true}) {
+            MhaTester t = Model(c.d_model, c.heads);
+            const int kv_len = c.shared == Shared::kKeyValue ? c.q_len + 6 : c.q_len;
+            t.batch(c.batch).q_len(c.q_len).kv_len(kv_len).with_weights(with_weights);
+            t.self_attention(c.shared == Shared::kAll);
+            t.same_key_value(c.shared == Shared::kKeyValue);
+            SCOPED_TRACE(t.Describe() + (c.shared == Shared::kQueryKey ? ", key is query" : ""));
+            const MhaTester::Model model = t.MakeModel();
+            MhaTester::Run shared = t.Prepare(7), copies = t.Prepare(7);
+            if (c.shared == Shared::kQueryKey) shared.key_ptr = shared.query.data();
+            if (c.shared == Shared::kQueryKey) copies.key_ptr = copies.query.data();
+            const attngen_ref::MhaDims d = t.dims();
+            const size_t kv_rows = size_t(c.batch) * kv_len;
+            copies.key.assign(copies.key_ptr, copies.key_ptr + kv_rows * d.kdim);
+            copies.value.assign(copies.value_ptr, copies.value_ptr + kv_rows * d.vdim);
+            copies.key_ptr = copies.key.data();
+            copies.value_ptr = copies.value.data();
+            attngen_mha *raw = nullptr;
+            const attngen_mha_config config = t.config();
+            ASSERT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK) << attngen_last_error();
+            MhaHandle handle(raw);
+            ASSERT_EQ(model.SetWeights(raw), ATTNGEN_OK) << attngen_last_error();
+            t.Call(raw, shared);
+            t.Call(raw, copies);
+            ASSERT_EQ(shared.status, ATTNGEN_OK) << attngen_last_error();
+            ASSERT_EQ(copies.status, ATTNGEN_OK) << attngen_last_error();
+            t.Check(model, shared);
+            EXPECT_TRUE(BitIdentical("out, one tensor against copies", shared.out, copies.out));
+            EXPECT_TRUE(
+                BitIdentical("weights, one tensor against copies", shared.weights, copies.weights));
+        }
+    }
+    // The key and value are the first kv_len rows of the query's tensor (batch 1): the same
+    // pointer, a different shape.
+    for (int kv_len : {5, 16}) {
+        MhaTester t = Model(24, 3);
+        t.batch(1).q_len(kv_len == 5 ? 9 : 17).kv_len(kv_len).with_weights(false);
+        const MhaTester::Model model = t.MakeModel();
+        MhaTester::Run r = t.Prepare(11);
+        r.key_ptr = r.value_ptr = r.query.data();
+        attngen_mha *raw = nullptr;
+        const attngen_mha_config config = t.config();
+        ASSERT_EQ(attngen_mha_create(&config, &raw), ATTNGEN_OK) << attngen_last_error();
+        MhaHandle handle(raw);
+        ASSERT_EQ(model.SetWeights(raw), ATTNGEN_OK) << attngen_last_error();
+        t.Call(raw, r);
+        ASSERT_EQ(r.status, ATTNGEN_OK) << attngen_last_error();
+        SCOPED_TRACE(t.Describe() + ", key and value the query's first rows");
+        t.Check(model, r);
+    }
+}
+
 // Decoding, each step against causal self-attention over the whole sequence (the cache's
 // rounding included in the bound); the cache holds exactly the sequence.
 void DecodeAndCheck(const MhaTester &tester, int len, int prompt) {
