@@ -7,10 +7,10 @@
 // vector registers. The rows' broadcast addresses were computed in a ymm register every step,
 // extracted one by one (vpaddq, vpsllq, vmovq, vpextrq, vextracti32x4), where four base registers
 // and one index do: the bfloat16 6 x 4 tile's step 46-48 instructions against 38, the 4 x 4
-// tile's 36 against 28 (AVX512-BF16 variant, objdump of attngen_mha_forward_bf16_cpu). Whether
-// LLVM did so changed with unrelated code around the loop: the query projection's second direct
-// path had it while the key projection's did not, and one more loop-invariant offset moved it to
-// the key projection (its loop 11% slower, attngen_parallel_timeline bert-128 bf16).
+// tile's 36 against 28 (AVX512-BF16 variant, the assembly Halide writes for the bfloat16 forward).
+// Whether LLVM did so changed with unrelated code around the loop: the query projection's second
+// direct path had it while the key projection's did not, and one more loop-invariant offset moved
+// it to the key projection (its loop 11% slower, attngen_parallel_timeline bert-128 bf16).
 #include <cstdlib>
 #include <string>
 

@@ -118,6 +118,22 @@ class MhaTester {
         return m;
     }
 
+    // A handle of this configuration holding the model's weights; null, with the failure
+    // recorded, where either call fails.
+    MhaHandle Open(const Model &model) const {
+        attngen_mha *raw = nullptr;
+        if (attngen_mha_create(&config_, &raw) != ATTNGEN_OK) {
+            ADD_FAILURE() << "attngen_mha_create: " << attngen_last_error();
+            return nullptr;
+        }
+        MhaHandle handle(raw);
+        if (model.SetWeights(raw) != ATTNGEN_OK) {
+            ADD_FAILURE() << "attngen_mha_set_weights: " << attngen_last_error();
+            return nullptr;
+        }
+        return handle;
+    }
+
     // Inputs, mask and outputs of one forward call. mask points into the run's own vectors, so
     // a run moves but never copies.
     struct Run {
