@@ -73,6 +73,18 @@ Expr operand_value(const Expr &x, const Type &storage, bool paired, bool as_bits
     return float_operand ? cast<float>(cast(storage, x)) : cast(storage, x);
 }
 
+// Row m of a one-group input x(d, 0, m) as a paired projection's operand over flat features f:
+// operand_value of each feature, and 0 past the last (the pairs' second half of an odd count).
+// The projection's own operand and the shared one (define_input_operands) both take it, so
+// that the two give the same bits.
+Expr padded_operand_row(const Func &x, const Expr &f, const Expr &m, const Expr &in_features,
+                        const Type &storage, bool paired, bool as_bits, bool float_operand) {
+    const Expr value =
+        operand_value(x(min(f, in_features - 1), 0, m), storage, paired, as_bits, float_operand);
+    return select(f < in_features, value,
+                  operand_value(0.0f, storage, paired, as_bits, float_operand));
+}
+
 }  // namespace
 
 ProjectionStage define_projection(const std::string &name, const Func &x, const Expr &group_size,
@@ -134,11 +146,11 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
         // wrote the whole operand once more for one element per row: a memset, 1.6% of a
         // bfloat16 forward's samples at bert-512, though the forward measured level without
         // it.)
-        const Expr feature = min(f, p.in_features - 1);
         if (p.operand_shared) {
             p.operand(f, m) = shared_operand.rounded(f, m + shared_operand.first_row);
         } else if (Internal::is_const_one(groups)) {
-            p.operand(f, m) = select(f < p.in_features, rounded(x(feature, 0, m)), rounded(0.0f));
+            p.operand(f, m) =
+                padded_operand_row(x, f, m, p.in_features, storage, true, as_bits, float_operand);
         } else {
             p.operand(f, m) = undef(rounded(0.0f).type());
             p.r_operand = RDom(0, group_size, 0, groups, name + "_r_operand");
@@ -286,11 +298,8 @@ InputOperands define_input_operands(const std::vector<Func> &inputs,
     ops.row_counts = {rows[0], select(same_key, 0, rows[1]), select(same_value, 0, rows[2])};
     for (int source = 0; source < 3; ++source) {
         const RDom r(0, ops.row_counts[source], "input_operand_rows_" + std::to_string(source));
-        const Expr in = in_features[source];
-        // Zero past the last feature: the pairs' second half of an odd count (define_projection).
-        const Expr value = operand_value(inputs[source](min(f, in - 1), 0, r), storage, paired,
-                                         false, float_operand);
-        ops.rounded(f, r + ops.first_row[source]) = select(f < in, value, cast(type, 0.0f));
+        ops.rounded(f, r + ops.first_row[source]) = padded_operand_row(
+            inputs[source], f, r, in_features[source], storage, paired, false, float_operand);
         ops.rows.push_back(r);
     }
     return ops;
