@@ -131,7 +131,8 @@ std::vector<Task> all_tasks() {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s <decode or MHA shape> [calls] [bf16] [tasks]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s <decode or MHA shape> [calls] [bf16] [tasks] [threads=N]\n",
+                     argv[0]);
         return 2;
     }
     const int steps = argc > 2 ? std::max(1, std::atoi(argv[2])) : 2000;
@@ -139,6 +140,11 @@ int main(int argc, char **argv) {
     for (int i = 3; i < argc; ++i) {
         bf16 = bf16 || std::strcmp(argv[i], "bf16") == 0;
         trace_tasks = trace_tasks || std::strcmp(argv[i], "tasks") == 0;
+        if (std::strncmp(argv[i], "threads=", 8) == 0 &&
+            attngen_set_num_threads(std::atoi(argv[i] + 8)) != ATTNGEN_OK) {
+            std::fprintf(stderr, "%s: %s\n", argv[i], attngen_last_error());
+            return 2;
+        }
     }
     std::string error;
     const std::function<attngen_status()> step = attngen_bench::named_call(
