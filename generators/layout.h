@@ -100,6 +100,20 @@ static_assert(kWeightPadding % kPairPanelOutputs == 0, "panels tile the padded o
 // past the padded width. Weights for a GPU carry that much more zero padding.
 constexpr int kGpuExtraWeightPadding = kWeightPadding;
 
+// Projections over at most this many input features take the direct path (DirectPath,
+// generators/schedule_cpu_projection.cpp) where a register tile spans a weight panel: a panel of
+// kWeightPadding outputs by 1024 features is 256 KiB, which stays in L2 while every row tile of a
+// task reads it whole. Blocked instead, each tile's partial sums went through a task's buffer of 64
+// outputs by its rows (32 KiB at 128 rows, all of L1), and copying it to the result took 3.4% of a
+// projection's samples at bert-512 and 5.7% at bert-128 (perf: the stores, to lines last written by
+// the previous call). scripts/ab_runs.py, AVX-512, 2 threads, Zen 4, 3-5 rounds:
+// mha_forward/bert-128 1.02-1.08x (three runs), bert-512 and bert-512-b8 1.01x, gpt2-causal,
+// long-causal level; mha_forward_bf16/bert-128 1.09x, bert-512 1.03-1.05x, bert-512-b8 1.08x;
+// projection/bert-128 1.03-1.08x. A task of the direct path allocates nothing, so the forward of an
+// output projection that takes it (heads x v_head_dim at most this) writes its output in place
+// (runtime/mha.cpp).
+constexpr int kDirectMaxInFeatures = 1024;
+
 // Row reductions (max and sum over keys) keep this many partial results per row, combined at
 // the end. It is part of the algorithm rather than the schedule so that every target adds in
 // the same order; it is a multiple of every vector width in use (NEON 4, AVX2 8, AVX-512 16).

@@ -308,18 +308,6 @@ void schedule_projection_amx(ProjectionStage &p, const Expr &output_features) {
     schedule_amx_product(p.amx_out, p.amx_tiles, p.r_amx, LoopLevel(result, task));
 }
 
-// Projections over at most this many input features take the direct path (DirectPath) where
-// a register tile spans a weight panel: a panel of kWeightPadding outputs by 1024 features is
-// 256 KiB, which stays in L2 while every row tile of a task reads it whole. Blocked instead,
-// each tile's partial sums went through a task's buffer of 64 outputs by its rows (32 KiB at
-// 128 rows, all of L1), and copying it to the result took 3.4% of a projection's samples at
-// bert-512 and 5.7% at bert-128 (perf: the stores, to lines last written by the previous
-// call). scripts/ab_runs.py, AVX-512, 2 threads, Zen 4, 3-5 rounds: mha_forward/bert-128
-// 1.02-1.08x (three runs), bert-512 and bert-512-b8 1.01x, gpt2-causal, long-causal level;
-// mha_forward_bf16/bert-128 1.09x, bert-512 1.03-1.05x, bert-512-b8 1.08x; projection/bert-128
-// 1.03-1.08x.
-constexpr int kDirectMaxInFeatures = 1024;
-
 }  // namespace
 
 void schedule_input_operands(const InputOperands &ops, const Target &target) {

@@ -5,6 +5,7 @@
 #include "amx_tile_state.h"
 #include "bf16_dot_probe.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -134,6 +135,31 @@ RuntimeVectors runtime_vectors() {
         return RuntimeVectors::kBaseline;
     }();
     return vectors;
+}
+
+CpuVariant cpu_kernels_variant(bool bfloat16_kernels) {
+#ifdef ATTNGEN_CPU_KERNELS_AVX512_FIRST
+    install_cpu_dispatch_policy();
+    const auto usable = [](halide_target_feature_t feature) {
+        constexpr int kWords = (int(halide_target_feature_end) + 63) / 64;
+        uint64_t features[kWords] = {};
+        features[int(feature) / 64] = uint64_t(1) << (int(feature) % 64);
+        return attngen_can_use_target_features(kWords, features) != 0;
+    };
+    // The policy is fixed for the process, so each is asked once; the bfloat16 kernels' variants
+    // only for them (the AVX512-BF16 one measures whether it pays, bf16_dot_product_pays).
+    static const bool avx512 = usable(halide_target_feature_avx512_skylake);
+    if (!avx512) return CpuVariant::kBelowAvx512;
+    if (!bfloat16_kernels) return CpuVariant::kAvx512;
+    static const CpuVariant bfloat16 =
+        usable(halide_target_feature_avx512_sapphirerapids) ? CpuVariant::kAmx
+        : usable(halide_target_feature_avx512_zen4)         ? CpuVariant::kAvx512Bf16
+                                                            : CpuVariant::kAvx512;
+    return bfloat16;
+#else
+    (void)bfloat16_kernels;
+    return CpuVariant::kBelowAvx512;
+#endif
 }
 
 void install_cpu_dispatch_policy() {

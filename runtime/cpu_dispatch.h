@@ -17,6 +17,13 @@ namespace attngen::rt {
 // Read once, at the first kernel call of the process. Idempotent.
 void install_cpu_dispatch_policy();
 
+// The variant of the library's CPU kernels that calls run, as the policy above picks among them
+// (the bfloat16 kernels have two more, first). kBelowAvx512 as well wherever the library's first
+// host target is not x86-64-linux-avx512_skylake with attngen's own schedules
+// (ATTNGEN_CPU_KERNELS_AVX512_FIRST).
+enum class CpuVariant { kAmx, kAvx512Bf16, kAvx512, kBelowAvx512 };
+CpuVariant cpu_kernels_variant(bool bfloat16_kernels);
+
 // The widest vectors the runtime's own loops (the finite scans, finite_scan.h) may use: the
 // CPU's, capped as the kernels are by ATTNGEN_CPU_DISPATCH (avx2: AVX2; sse41 and baseline: the
 // compiler's baseline), so that the suite run under each cap tests each of their compilations.

@@ -33,6 +33,7 @@
 #include "attngen_mha_forward_weights_opencl.h"
 #endif
 #include "compact_upload.h"
+#include "cpu_dispatch.h"
 #include "device.h"
 #include "errors.h"
 #include "finite_scan.h"
@@ -224,6 +225,22 @@ static attngen_status attngen_mha_set_weights_impl(attngen_mha *m, const float *
 
 namespace {
 
+// Whether a forward writes its output in the caller's memory, not staged (staged_output.h). The
+// output projection is a forward's last stage: every input has been read before it starts. The
+// output stays as it was on any failure only if nothing can fail once that stage writes, that is
+// if its tasks allocate nothing: on the CPU, the direct path (kDirectMaxInFeatures) of the
+// float32 and float16 kernels' AVX-512 variant and of the bfloat16 kernels' AVX512-BF16 one. Not
+// the blocked path's accumulators, the staged widened weights of the AVX2 and SSE variants and of
+// the bfloat16 kernels' AVX-512 one, nor AMX's copies. WatchedHalideMalloc
+// (tests/test_limits.cpp) watches every allocation of calls on each CPU variant for an output
+// already written.
+bool output_in_place(const ResolvedConfig &c) {
+    if (c.device != ATTNGEN_DEVICE_CPU || c.out_inner() > kDirectMaxInFeatures) return false;
+    const bool bfloat16 = c.precision == ATTNGEN_PRECISION_BF16;
+    return cpu_kernels_variant(bfloat16) ==
+           (bfloat16 ? CpuVariant::kAvx512Bf16 : CpuVariant::kAvx512);
+}
+
 // Pointers are only checked for null here, so device addresses pass through as pointers.
 // probs: the attention probabilities output (the C API's `weights`), or NULL.
 attngen_status validate_forward(const attngen_mha *m, int32_t batch, int32_t q_len, int32_t kv_len,
@@ -317,7 +334,8 @@ static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, in
     const ResolvedConfig &c = m->config;
     const bool with_probs = probs != nullptr;
 
-    StagedOutput staged_out(out, size_t(batch) * q_len * c.d_model);
+    const bool on_gpu = c.device != ATTNGEN_DEVICE_CPU;
+    StagedOutput staged_out(out, size_t(batch) * q_len * c.d_model, output_in_place(c));
     StagedOutput staged_probs(probs, size_t(batch) * c.num_heads * q_len * kv_len);
     ATTNGEN_RETURN_IF_ERROR(staged_out.allocate("out"));
     ATTNGEN_RETURN_IF_ERROR(staged_probs.allocate("weights"));
@@ -330,7 +348,6 @@ static attngen_status attngen_mha_forward_impl(attngen_mha *m, int32_t batch, in
 
     // On a GPU, Halide copies host-dirty inputs in; outputs come back below. Everything it
     // allocates for this call is freed on the way out, success or not.
-    const bool on_gpu = c.device != ATTNGEN_DEVICE_CPU;
     const GpuBinding gpu = m->gpu();
     DeviceScratch scratch(gpu);
     CompactUpload mask_upload(c.device, gpu);

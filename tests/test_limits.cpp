@@ -9,9 +9,12 @@
 #include <attngen/attngen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -244,6 +247,104 @@ TEST_F(FailingHalideMalloc, HandleWorksAgainAfterwards) {
     tester.Call(raw, r);
     ASSERT_EQ(r.status, ATTNGEN_OK) << attngen_last_error();
     tester.Check(model, r);
+}
+
+// Halide's allocations watched through forwards: none may come once the call has written its
+// output, since any allocation can fail, and a failure must leave the output as it was. A CPU
+// forward writes its output in place where its output projection allocates nothing
+// (runtime/mha.cpp, output_in_place), so this fails if a kernel that is written in place
+// allocates after it starts its output. Shapes for the projections' CPU paths (a few rows, panels
+// of features as tasks, blocks of rows; heads x v_head_dim above kDirectMaxInFeatures, whose
+// output projection allocates per task and is staged), in every precision, with and without the
+// weights; ctest runs it again under each CPU variant (ATTNGEN_CPU_DISPATCH). Then a call whose
+// last allocation fails: OUT_OF_MEMORY, with its outputs untouched.
+class WatchedHalideMalloc : public ::testing::Test {
+  protected:
+    static void *Allocate(void *user_context, size_t bytes) {
+        // A kernel takes null for zero bytes as success (Halide allocates empty buffers too).
+        if (bytes > 0) {
+            const int n = ++calls_;
+            int none = 0;
+            if (OutputWritten()) first_after_output_.compare_exchange_strong(none, n);
+            if (n == fail_at_) return nullptr;
+        }
+        return underlying_(user_context, bytes);
+    }
+    // Read while the kernel's threads write it: as volatile bits, each word whole.
+    static bool OutputWritten() {
+        const volatile uint32_t *bits = watched_;
+        if (bits == nullptr) return false;
+        uint32_t sentinel;
+        std::memcpy(&sentinel, &kSentinel, sizeof sentinel);
+        for (size_t i = 0; i < watched_size_; ++i) {
+            if (bits[i] != sentinel) return true;
+        }
+        return false;
+    }
+    void SetUp() override { underlying_ = halide_set_custom_malloc(Allocate); }
+    void TearDown() override { halide_set_custom_malloc(underlying_); }
+    static void Reset(int fail_at) {
+        calls_ = 0;
+        fail_at_ = fail_at;
+        first_after_output_ = 0;
+    }
+    static void Watch(std::vector<float> *out) {
+        watched_size_ = out ? out->size() : 0;
+        watched_ = out ? reinterpret_cast<const uint32_t *>(out->data()) : nullptr;
+    }
+    static inline std::atomic<int> calls_{0}, fail_at_{0}, first_after_output_{0};
+    static inline std::atomic<const uint32_t *> watched_{nullptr};
+    static inline size_t watched_size_ = 0;
+    static inline halide_malloc_t underlying_ = nullptr;
+};
+
+TEST_F(WatchedHalideMalloc, MhaForwardNeverAllocatesOnceItsOutputIsWritten) {
+    struct Shape {
+        const char *path;
+        int d_model, num_heads, batch, q_len, kv_len;
+    };
+    const Shape shapes[] = {{"few rows", 64, 2, 1, 3, 5},
+                            {"panels of features", 64, 2, 2, 40, 37},
+                            {"blocks of rows", 256, 4, 1, 661, 661},
+                            {"blocked output projection", 1088, 17, 1, 150, 150}};
+    for (attngen_precision precision :
+         {ATTNGEN_PRECISION_F32, ATTNGEN_PRECISION_BF16, ATTNGEN_PRECISION_F16}) {
+        for (const Shape &shape : shapes) {
+            for (bool with_weights : {false, true}) {
+                SCOPED_TRACE(std::string(shape.path) + ", precision " +
+                             std::to_string(int(precision)) + (with_weights ? ", weights" : ""));
+                MhaTester tester;
+                tester.d_model(shape.d_model).num_heads(shape.num_heads).precision(precision);
+                tester.batch(shape.batch).q_len(shape.q_len).kv_len(shape.kv_len);
+                tester.self_attention(shape.q_len == shape.kv_len).with_weights(with_weights);
+                const MhaHandle m = tester.Open(tester.MakeModel());
+                ASSERT_TRUE(m);
+
+                MhaTester::Run watched = tester.Prepare(DefaultSeed());
+                std::fill(watched.out.begin(), watched.out.end(), kSentinel);
+                Reset(0);
+                Watch(&watched.out);
+                tester.Call(m.get(), watched);
+                Watch(nullptr);
+                ASSERT_EQ(watched.status, ATTNGEN_OK) << attngen_last_error();
+                const int allocations = calls_;
+                ASSERT_GT(allocations, 0);
+                EXPECT_EQ(first_after_output_, 0)
+                    << "allocation " << first_after_output_ << " of " << allocations
+                    << " came after the output was written";
+
+                MhaTester::Run failed = tester.Prepare(DefaultSeed());
+                std::fill(failed.out.begin(), failed.out.end(), kSentinel);
+                std::fill(failed.weights.begin(), failed.weights.end(), kSentinel);
+                Reset(allocations);
+                tester.Call(m.get(), failed);
+                Reset(0);
+                EXPECT_TRUE(RefusedWithMessage(failed.status, {ATTNGEN_ERROR_OUT_OF_MEMORY}));
+                EXPECT_TRUE(Untouched("out", failed.out));
+                EXPECT_TRUE(Untouched("weights", failed.weights));
+            }
+        }
+    }
 }
 
 // More than 2^31 - 1 logits without a weights output: no buffer of that shape exists (flash
