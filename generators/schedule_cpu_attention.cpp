@@ -368,6 +368,7 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     a.out.compute_root().vectorize(c, vec, TailStrategy::GuardWithIf);
     a.state.compute_at(a.out, block).vectorize(c, vec, TailStrategy::RoundUp);
     a.state.update().reorder(c, ii, a.r_blocks).vectorize(c, vec, TailStrategy::RoundUp);
+    a.state.update().specialize(a.single_key_block);
     const LoopLevel key_block_step(a.state, a.r_blocks);
     const LoopLevel block_level(a.out, block);
     if (!amx) schedule_query_tile(a.packed, block_level, vec);

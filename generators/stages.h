@@ -485,8 +485,12 @@ struct FlashAttentionStage {
     // probs_operand reads the rounding, to be inlined: the exp's loop stores both.
     bool probs_operand_in_block_probs = false;
     Halide::Func state;  // (c, ii, qb, h, b) -> {acc, running max, running sum}
-    AmxAttention amx;    // defined (amx.score_tiles) where the products run in AMX tiles
-    Halide::Func out;    // (c, i, h, b)
+    // The keys fit one block (kv_len <= the key_block knob, as at every named shape but the
+    // long ones): state's update takes the block's values as they are, where a schedule
+    // specializes it on this condition.
+    Halide::Expr single_key_block;
+    AmxAttention amx;  // defined (amx.score_tiles) where the products run in AMX tiles
+    Halide::Func out;  // (c, i, h, b)
     Halide::Var j{"j"}, i{"i"}, c{"c"}, d{"d"}, h{"h"}, b{"b"}, u{"u"}, kb{"kb"}, jj{"jj"};
     Halide::Var ii{"ii"}, qb{"qb"};
     Halide::RDom r_block_keys;            // over the keys of a block after the first, or pairs
