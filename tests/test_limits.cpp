@@ -254,10 +254,11 @@ TEST_F(FailingHalideMalloc, HandleWorksAgainAfterwards) {
 // forward writes its output in place where its output projection allocates nothing
 // (runtime/mha.cpp, output_in_place), so this fails if a kernel that is written in place
 // allocates after it starts its output. Shapes for the projections' CPU paths (a few rows, panels
-// of features as tasks, blocks of rows; heads x v_head_dim above kDirectMaxInFeatures, whose
-// output projection allocates per task and is staged), in every precision, with and without the
-// weights; ctest runs it again under each CPU variant (ATTNGEN_CPU_DISPATCH). Then a call whose
-// last allocation fails: OUT_OF_MEMORY, with its outputs untouched.
+// of features as tasks, blocks of rows, taller ones for many outputs; heads x v_head_dim above
+// kDirectMaxInFeatures, whose output projection allocates per task and is staged), in every
+// precision, with and without the weights; ctest runs it again under each CPU variant
+// (ATTNGEN_CPU_DISPATCH). Then a call whose last allocation fails: OUT_OF_MEMORY, with its
+// outputs untouched.
 class WatchedHalideMalloc : public ::testing::Test {
   protected:
     static void *Allocate(void *user_context, size_t bytes) {
@@ -301,20 +302,25 @@ class WatchedHalideMalloc : public ::testing::Test {
 TEST_F(WatchedHalideMalloc, MhaForwardNeverAllocatesOnceItsOutputIsWritten) {
     struct Shape {
         const char *path;
-        int d_model, num_heads, batch, q_len, kv_len;
+        int d_model, num_heads, head_dim, batch, q_len, kv_len;  // head_dim 0: d_model / heads
+        bool weights_too;  // the forward with the weights output as well (its own kernel)
     };
-    const Shape shapes[] = {{"few rows", 64, 2, 1, 3, 5},
-                            {"panels of features", 64, 2, 2, 40, 37},
-                            {"blocks of rows", 256, 4, 1, 661, 661},
-                            {"blocked output projection", 1088, 17, 1, 150, 150}};
+    const Shape shapes[] = {
+        {"few rows", 64, 2, 0, 1, 3, 5, true},
+        {"panels of features", 64, 2, 0, 2, 40, 37, true},
+        {"blocks of rows", 256, 4, 0, 1, 661, 661, true},
+        {"tall blocks of rows (2048 outputs)", 2048, 16, 16, 1, 641, 641, false},
+        {"blocked output projection", 1088, 17, 0, 1, 150, 150, true}};
     for (attngen_precision precision :
          {ATTNGEN_PRECISION_F32, ATTNGEN_PRECISION_BF16, ATTNGEN_PRECISION_F16}) {
         for (const Shape &shape : shapes) {
             for (bool with_weights : {false, true}) {
+                if (with_weights && !shape.weights_too) continue;
                 SCOPED_TRACE(std::string(shape.path) + ", precision " +
                              std::to_string(int(precision)) + (with_weights ? ", weights" : ""));
                 MhaTester tester;
                 tester.d_model(shape.d_model).num_heads(shape.num_heads).precision(precision);
+                if (shape.head_dim > 0) tester.head_dim(shape.head_dim);
                 tester.batch(shape.batch).q_len(shape.q_len).kv_len(shape.kv_len);
                 tester.self_attention(shape.q_len == shape.kv_len).with_weights(with_weights);
                 const MhaHandle m = tester.Open(tester.MakeModel());
