@@ -221,10 +221,11 @@ class AttngenGenerator : public Generator<T> {
     // q and k rotated by rotary() (inline on CPU targets) come with `unrotated`, true at run
     // time when they are the projected heads as they are. The CPU flash kernel stores its
     // output as flash_out_type (define_flash_attention's out_type); the others in float32.
+    // amx_heads (the key/value heads and the batch) lets CPUs with AMX multiply in its tiles.
     Func attention(const Func &q, const Func &k, const Func &v, const Expr &dk, const Expr &dv,
                    const Expr &q_len, const Expr &kv_len, const Expr &group, const Expr &scale,
                    const MaskInputs &mask, Func *weights, const Type &products = Float(32),
-                   const Expr &unrotated = Expr(), const Expr &kv_heads = Expr(),
+                   const Expr &unrotated = Expr(), const AmxHeads &amx_heads = {},
                    const Type &flash_out_type = Float(32)) {
         const Target t = this->get_target();
         if (weights == nullptr && t.has_gpu_feature() && !this->using_autoscheduler()) {
@@ -265,11 +266,11 @@ class AttngenGenerator : public Generator<T> {
             // variant, same host, 3 rounds: long-single 1.74x, bert-512 1.24x, gpt2-causal 1.10x.
             // On CPUs with AMX, bfloat16 products in its tiles where the caller says how many
             // key/value heads there are (AmxAttention).
-            const bool amx = products == BFloat(16) && uses_amx(t) && kv_heads.defined();
+            const bool amx = products == BFloat(16) && uses_amx(t) && amx_heads.kv_heads.defined();
             FlashAttentionStage a = define_flash_attention(
                 q, k, v, dk, dv, q_len, kv_len, group, scale, mask, query_block, knobs.key_block,
                 false, products, cpu_value_tile(knobs, t), !amx && !has_bfloat16_dot_product(t),
-                amx ? kv_heads : Expr(), unrotated, flash_out_type);
+                amx ? amx_heads : AmxHeads{}, unrotated, flash_out_type);
             schedule_flash_attention_cpu(a, t, knobs);
             return a.out;
         }
@@ -529,7 +530,7 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         Func attention_out =
             attention(qr, kr, vh, hd, v_head_dim, q_len, kv_len, heads / num_kv_heads, scale, mask,
                       weights ? &probs : nullptr, attention_products(precision), rope == 0,
-                      num_kv_heads, bf16_flash ? BFloat(16) : Float(32));
+                      AmxHeads{num_kv_heads, batch}, bf16_flash ? BFloat(16) : Float(32));
 
         MergedHeads merged =
             merge_heads(attention_out, q_len, batch, !get_target().has_gpu_feature());

@@ -431,7 +431,7 @@ AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, co
 // group's tile, head and item once.
 constexpr int kAmxRowGroup = 16;
 
-// The flash kernel's two products in Intel AMX tiles (define_flash_attention's amx_kv_heads;
+// The flash kernel's two products in Intel AMX tiles (define_flash_attention's amx;
 // stages_flash_amx.cpp), in the shapes Halide 21's AMX lowering matches (see ProjectionStage's
 // amx_tiles): tiles initialised to 0, both operands plain loads, the right-hand one a 3-D
 // (pair element e, column x in its tile, pair row) buffer whose rows run over every tile of every
@@ -448,6 +448,15 @@ constexpr int kAmxRowGroup = 16;
 // - out_tiles (x, ii, t, kb, qb, h, b): probs_operand x values of feature t * kAmxTile + x over
 //   the key block's keys in blocks of kAmxBlock (r_out), up to the last visible one; out is its
 //   copy to memory, which block_out reads.
+// What AmxAttention's rows run over: key/value heads per item, and items (the batch). Each
+// row's item is clamped to the items: Halide bounds the item, which the row decodes by dividing
+// by a run-time tile count, by the row's magnitude alone where it cannot prove that count
+// positive (a point); the projections that the rows read were then computed over about
+// kv_len^2 / 16 rows.
+struct AmxHeads {
+    Halide::Expr kv_heads, items;
+};
+
 struct AmxAttention {
     Halide::Func queries, keys, values, score_tiles, score, out_tiles, out;
     Halide::RDom r_score, r_out;
@@ -512,28 +521,28 @@ constexpr int kKeyBlockGrain = 64;
 // constant sizes. value_tile: as define_packed_score's (the CPU's schedule_cpu.h:
 // cpu_value_tile), for float32 products without fixed_blocks. float_operand: as
 // define_packed_score's, with the probabilities rounded likewise (probs_operand).
-// amx_kv_heads, defined for bfloat16 products in pairs (not float_operand), takes the two
-// products in AMX tiles (AmxAttention) over that many key/value heads; key_block is then a
-// multiple of kAmxBlock, and the blocks shrink to multiples of it. sources_unrotated: as
-// PackedScore's, which it becomes. out_type: the type out stores, float32 or the type a consumer
-// rounds it to anyway.
+// amx, its kv_heads defined for bfloat16 products in pairs (not float_operand), takes the two
+// products in AMX tiles (AmxAttention) over that many key/value heads of amx.items items;
+// key_block is then a multiple of kAmxBlock, and the blocks shrink to multiples of it.
+// sources_unrotated: as PackedScore's, which it becomes. out_type: the type out stores, float32 or
+// the type a consumer rounds it to anyway.
 FlashAttentionStage define_flash_attention(
     const Halide::Func &q, const Halide::Func &k, const Halide::Func &v, const Halide::Expr &dk,
     const Halide::Expr &dv, const Halide::Expr &q_len, const Halide::Expr &kv_len,
     const Halide::Expr &group, const Halide::Expr &scale, const MaskInputs &mask,
     const Halide::Expr &query_block, int key_block, bool fixed_blocks = false,
     const Halide::Type &products = Halide::Float(32), int value_tile = 0,
-    bool float_operand = false, const Halide::Expr &amx_kv_heads = Halide::Expr(),
+    bool float_operand = false, const AmxHeads &amx = {},
     const Halide::Expr &sources_unrotated = Halide::Expr(),
     const Halide::Type &out_type = Halide::Float(32));
 
 // The two halves of AmxAttention (stages_flash_amx.cpp), for define_flash_attention: the score
 // (a.packed.score is replaced) and then, once a.probs_operand exists, a.block_out.
 void define_amx_score(FlashAttentionStage &a, const Halide::Func &q, const Halide::Expr &dk,
-                      const Halide::Expr &q_len, const Halide::Expr &kv_heads,
+                      const Halide::Expr &q_len, const AmxHeads &heads,
                       const Halide::Expr &key_tiles);
 void define_amx_block_out(FlashAttentionStage &a, const Halide::Func &v, const Halide::Expr &dv,
-                          const Halide::Expr &kv_len, const Halide::Expr &kv_heads,
+                          const Halide::Expr &kv_len, const AmxHeads &heads,
                           const Halide::Expr &key_pairs, const Halide::Expr &last_key_in_block);
 
 // Attention of a few queries over a KV cache, as decoding runs it (stages_decode.cpp): the

@@ -16,9 +16,9 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
                                            const MaskInputs &mask, const Expr &query_block,
                                            int key_block, bool fixed_blocks, const Type &products,
                                            int value_tile, bool float_operand,
-                                           const Expr &amx_kv_heads, const Expr &sources_unrotated,
+                                           const AmxHeads &amx_heads, const Expr &sources_unrotated,
                                            const Type &out_type) {
-    const bool amx = amx_kv_heads.defined();
+    const bool amx = amx_heads.kv_heads.defined();
     // AMX's products reduce whole blocks of kAmxBlock keys.
     const int key_multiple = amx ? kAmxBlock : kReductionLanes;
     if (key_block <= 0 || key_block % key_multiple != 0) {
@@ -62,7 +62,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
                                    value_tile, float_operand);
     a.packed.sources_unrotated = sources_unrotated;
     const Expr num_blocks = (kv_len + (kblock - 1)) / kblock;
-    if (amx) define_amx_score(a, q, dk, q_len, amx_kv_heads, num_blocks * (kblock / kAmxTile));
+    if (amx) define_amx_score(a, q, dk, q_len, amx_heads, num_blocks * (kblock / kAmxTile));
     const MaskedLogits logits = define_masked_logits(a.packed.score, scale, mask, q_len, kv_len);
     const Expr lowest = logits.masked_value;
     const Expr key = kb * kblock + jj;
@@ -174,7 +174,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
                                            : round_probability(block_prob(jj), products, false);
     }
     if (amx) {
-        define_amx_block_out(a, v, dv, kv_len, amx_kv_heads, num_blocks * (kblock / 2),
+        define_amx_block_out(a, v, dv, kv_len, amx_heads, num_blocks * (kblock / 2),
                              last_key_in_block);
     } else if (a.packed.paired) {
         // Pairs of keys (kblock is even): the pair that holds the last visible key is the last.

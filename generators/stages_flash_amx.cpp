@@ -9,15 +9,15 @@ namespace {
 
 // The coordinates of tile row `row` (AmxAttention's keys and values): rows run over (pair,
 // tile, key/value head, item), pair innermost, `pair_rows` pairs per tile and `tiles` tiles
-// per head.
+// per head. The item is clamped for Halide's bounds (AmxHeads); a row's own is in range.
 struct TileRun {
     Expr pair, tile, head, item;
 };
-TileRun tile_run(const Expr &row, const Expr &pair_rows, const Expr &tiles, const Expr &kv_heads) {
+TileRun tile_run(const Expr &row, const Expr &pair_rows, const Expr &tiles, const AmxHeads &heads) {
     const Expr group = row / kAmxRowGroup, group_rows = pair_rows / kAmxRowGroup;
-    const Expr run = group / group_rows, heads = run / tiles;
-    return {(group % group_rows) * kAmxRowGroup + row % kAmxRowGroup, run % tiles, heads % kv_heads,
-            heads / kv_heads};
+    const Expr run = group / group_rows, head_run = run / tiles;
+    return {(group % group_rows) * kAmxRowGroup + row % kAmxRowGroup, run % tiles,
+            head_run % heads.kv_heads, clamp(head_run / heads.kv_heads, 0, heads.items - 1)};
 }
 
 // The first row of the run of tile t of query head h's key/value head in item b.
@@ -29,7 +29,7 @@ Expr run_start(const Expr &t, const Expr &h, const Expr &b, const Expr &pair_row
 }  // namespace
 
 void define_amx_score(FlashAttentionStage &a, const Func &q, const Expr &dk, const Expr &q_len,
-                      const Expr &kv_heads, const Expr &key_tiles) {
+                      const AmxHeads &heads, const Expr &key_tiles) {
     AmxAttention &m = a.amx;
     const Var &x = m.x, &t = m.t, &e = m.e, &f = m.f;
     Var i("i"), j("j"), h("h"), b("b");
@@ -44,7 +44,7 @@ void define_amx_score(FlashAttentionStage &a, const Func &q, const Expr &dk, con
     m.queries = Func("amx_queries");
     m.queries(f, i, h, b) = cast(bf16, select(m.whole_query_blocks, q(f, row, h, b),
                                               select(f < dk, q(min(f, dk - 1), row, h, b), 0.0f)));
-    const TileRun run = tile_run(m.row, pair_rows, key_tiles, kv_heads);
+    const TileRun run = tile_run(m.row, pair_rows, key_tiles, heads);
     const Expr feature = 2 * run.pair + e, feature_read = min(feature, dk - 1);
     const Expr key = run.tile * kAmxTile + x;
     // Unrotated keys are read where the projection left them, 16 keys' rows per vector (a
@@ -68,9 +68,9 @@ void define_amx_score(FlashAttentionStage &a, const Func &q, const Expr &dk, con
     m.score_tiles(x, i, t, h, b) = 0.0f;
     m.score_tiles(x, i, t, h, b) +=
         cast<float>(m.queries(f_r, i, h, b)) *
-        cast<float>(
-            m.keys(in_block % 2, x,
-                   f_r / 2 + run_start(t, h, b, pair_rows, key_tiles, a.packed.group, kv_heads)));
+        cast<float>(m.keys(
+            in_block % 2, x,
+            f_r / 2 + run_start(t, h, b, pair_rows, key_tiles, a.packed.group, heads.kv_heads)));
     m.score = Func("amx_score");
     m.score(x, i, t, h, b) = m.score_tiles(x, i, t, h, b);
     a.packed.score = Func("score");
@@ -78,13 +78,13 @@ void define_amx_score(FlashAttentionStage &a, const Func &q, const Expr &dk, con
 }
 
 void define_amx_block_out(FlashAttentionStage &a, const Func &v, const Expr &dv, const Expr &kv_len,
-                          const Expr &kv_heads, const Expr &key_pairs,
+                          const AmxHeads &heads, const Expr &key_pairs,
                           const Expr &last_key_in_block) {
     AmxAttention &m = a.amx;
     const Var &x = m.x, &t = m.t, &e = m.e, &row = m.row;
     const Var &c = a.c, &kb = a.kb, &ii = a.ii, &qb = a.qb, &h = a.h, &b = a.b;
     const Expr value_tiles = (dv + (kAmxTile - 1)) / kAmxTile;
-    const TileRun run = tile_run(row, key_pairs, value_tiles, kv_heads);
+    const TileRun run = tile_run(row, key_pairs, value_tiles, heads);
     // As the queries (m.whole_value_tiles): whole tiles read their features unclamped.
     m.whole_value_tiles = dv % kAmxTile == 0;
     const Expr feature = run.tile * kAmxTile + x, key = min(2 * run.pair + e, kv_len - 1);
@@ -102,10 +102,10 @@ void define_amx_block_out(FlashAttentionStage &a, const Func &v, const Expr &dv,
     m.out_tiles(x, ii, t, kb, qb, h, b) = 0.0f;
     m.out_tiles(x, ii, t, kb, qb, h, b) +=
         cast<float>(a.probs_operand(block_key, kb, ii, qb, h, b)) *
-        cast<float>(
-            m.values(in_block % 2, x,
-                     block_key / 2 + kb * (a.key_block / 2) +
-                         run_start(t, h, b, key_pairs, value_tiles, a.packed.group, kv_heads)));
+        cast<float>(m.values(
+            in_block % 2, x,
+            block_key / 2 + kb * (a.key_block / 2) +
+                run_start(t, h, b, key_pairs, value_tiles, a.packed.group, heads.kv_heads)));
     m.out = Func("amx_out");
     m.out(x, ii, t, kb, qb, h, b) = m.out_tiles(x, ii, t, kb, qb, h, b);
     a.block_out(c, kb, ii, qb, h, b) = m.out(c % kAmxTile, ii, c / kAmxTile, kb, qb, h, b);
