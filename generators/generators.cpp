@@ -471,17 +471,17 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         const Func k_rows_in = as_rows(bounded(key), kv_len);
         const Func v_rows_in = as_rows(bounded(value), kv_len);
         // The 16-bit operands of a CPU's input projections in one Func (InputOperands), so that
-        // one tensor passed as several of the inputs is rounded once: AMX's tiles keep their
-        // own copies (schedule_projection_operand), and float32 weights multiply the inputs as
-        // they are.
+        // one tensor passed as several of the inputs is rounded once, AMX's tiles reading it in
+        // whole tiles of rows; float32 weights multiply the inputs as they are.
         const bool share_operands =
-            !amx && !get_target().has_gpu_feature() && storage_type(precision) != Float(32);
+            !get_target().has_gpu_feature() && storage_type(precision) != Float(32);
         InputOperands operands;
         std::array<SharedOperand, 3> operand_of{};
         if (share_operands) {
-            operands = define_input_operands(
-                {q_rows_in, k_rows_in, v_rows_in}, {q_in, k_in, v_in}, {q_rows, kv_rows, kv_rows},
-                storage_type(precision), weights_in_pairs(), float_x, key_is_query, value_is_key);
+            operands = define_input_operands({q_rows_in, k_rows_in, v_rows_in}, {q_in, k_in, v_in},
+                                             {q_rows, kv_rows, kv_rows}, storage_type(precision),
+                                             weights_in_pairs(), float_x, key_is_query,
+                                             value_is_key, amx ? kAmxTile : 1);
             for (int source = 0; source < 3; ++source)
                 operand_of[source] = operands.operand(source);
         }

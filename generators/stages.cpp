@@ -28,13 +28,14 @@ std::string type_name(const Type &t) {
 void define_amx_sums(ProjectionStage &p, const AmxPath &amx, const std::string &name) {
     const Var &xi = p.xi, &n = p.n, &t = p.t;
     Var f("f"), m("m");
-    if (p.r_operand.defined() && p.operand.type() == BFloat(16)) {
+    if (p.operand_shared || (p.r_operand.defined() && p.operand.type() == BFloat(16))) {
         // Features of several groups (the output projection's heads) are merged into bfloat16
         // rows by the operand's own update, whose rows are clamped there: those rows are the
         // tiles' operand as they are. (Copied once more, the copy was 0.9% of
         // mha_forward_bf16/bert-512-b8's samples; without it, scripts/ab_runs.py, 5 rounds, 2
         // threads, Intel Xeon with AMX, old/new: bert-512 1.05x, bert-512-b8 1.03x, bert-128
-        // 1.02x, tutorial 0.99x.)
+        // 1.02x, tutorial 0.99x.) So are the input projections' shared rows (InputOperands,
+        // which rounds each source's rows up to whole tiles for AMX).
         p.amx_operand = p.operand;
     } else {
         p.amx_operand = Func(name + "_amx_operand");
@@ -113,10 +114,9 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
         return as_bits ? storage_bits_as_float(w, storage) : cast<float>(w);
     };
     if (shared_operand.rounded.defined() &&
-        (as_bits || amx.stored.defined() || !Internal::is_const_one(groups) ||
-         storage == Float(32))) {
+        (as_bits || !Internal::is_const_one(groups) || storage == Float(32))) {
         throw CompileError(name + ": a shared operand is for a CPU's 16-bit weights over one " +
-                           "group of input features, without AMX");
+                           "group of input features");
     }
     p.operand_shared = shared_operand.rounded.defined();
     // Weights as bits take their operands rounded in integer arithmetic as well (layout.h,
@@ -279,7 +279,7 @@ InputOperands define_input_operands(const std::vector<Func> &inputs,
                                     const std::vector<Expr> &in_features,
                                     const std::vector<Expr> &rows, const Type &storage, bool paired,
                                     bool float_operand, const Expr &key_is_query,
-                                    const Expr &value_is_key) {
+                                    const Expr &value_is_key, int row_tile) {
     if (inputs.size() != 3 || in_features.size() != 3 || rows.size() != 3) {
         throw CompileError("define_input_operands takes a query, a key and a value");
     }
@@ -291,15 +291,20 @@ InputOperands define_input_operands(const std::vector<Func> &inputs,
     // Only where the shapes agree: a flag set for tensors of different shapes rounds them apart.
     const Expr same_key = key_is_query && rows[1] == rows[0] && in_features[1] == in_features[0];
     const Expr same_value = value_is_key && rows[2] == rows[1] && in_features[2] == in_features[1];
-    // Each source's rows after the last source's that it does not repeat.
-    const Expr key_first = select(same_key, 0, rows[0]);
-    const Expr value_first = select(same_value, key_first, key_first + rows[1]);
+    // Each source's rows after the last source's that it does not repeat, in whole row tiles:
+    // the rows past a source's last, to the tile's end, repeat its last.
+    std::vector<Expr> tiled_rows;
+    for (const Expr &r : rows) tiled_rows.push_back((r + (row_tile - 1)) / row_tile * row_tile);
+    const Expr key_first = select(same_key, 0, tiled_rows[0]);
+    const Expr value_first = select(same_value, key_first, key_first + tiled_rows[1]);
     ops.first_row = {0, key_first, value_first};
-    ops.row_counts = {rows[0], select(same_key, 0, rows[1]), select(same_value, 0, rows[2])};
+    ops.row_counts = {tiled_rows[0], select(same_key, 0, tiled_rows[1]),
+                      select(same_value, 0, tiled_rows[2])};
     for (int source = 0; source < 3; ++source) {
         const RDom r(0, ops.row_counts[source], "input_operand_rows_" + std::to_string(source));
+        const Expr row = row_tile > 1 ? min(r, rows[source] - 1) : Expr(r);
         ops.rounded(f, r + ops.first_row[source]) = padded_operand_row(
-            inputs[source], f, r, in_features[source], storage, paired, false, float_operand);
+            inputs[source], f, row, in_features[source], storage, paired, false, float_operand);
         ops.rows.push_back(r);
     }
     return ops;

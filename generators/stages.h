@@ -165,6 +165,8 @@ ProjectionStage define_projection(const std::string &name, const Halide::Func &x
 // 0 where it repeats a source). The flags are taken only where the shapes agree, so a flag set
 // wrongly cannot read past a source's rows. scripts/paired_ab.py, Zen 4, old/new:
 // mha_forward_bf16/ tutorial-cross 1.025x, bert-512-b8 1.022x, bert-128 and bert-512 1.009x.
+// row_tile: each source's rows rounded up to a multiple of it, the last row repeated, for AMX's
+// tiles, which read whole tiles of rows where they are (kAmxTile).
 struct InputOperands {
     Halide::Func rounded;
     std::vector<Halide::RDom> rows;
@@ -177,7 +179,7 @@ InputOperands define_input_operands(const std::vector<Halide::Func> &inputs,
                                     const std::vector<Halide::Expr> &rows,
                                     const Halide::Type &storage, bool paired, bool float_operand,
                                     const Halide::Expr &key_is_query,
-                                    const Halide::Expr &value_is_key);
+                                    const Halide::Expr &value_is_key, int row_tile = 1);
 
 // The projection's result stored in `type` (Func p.result becomes the rounding of the sums):
 // for a result that every reader rounds to that type before it multiplies.
