@@ -114,6 +114,13 @@ constexpr int kGpuExtraWeightPadding = kWeightPadding;
 // (runtime/mha.cpp).
 constexpr int kDirectMaxInFeatures = 1024;
 
+// Intel AMX's tiles (the bfloat16 kernels' AMX variant) sum blocks of this many input features
+// (16 pairs, 64 bytes a tile row). A projection whose input features are whole blocks keeps no
+// sums for a tail, and its tasks then allocate nothing (their tiles' copy is on the stack), so
+// a forward whose output projection's input features are whole blocks writes its output in
+// place there (runtime/mha.cpp).
+constexpr int kAmxBlock = 32;
+
 // Row reductions (max and sum over keys) keep this many partial results per row, combined at
 // the end. It is part of the algorithm rather than the schedule so that every target adds in
 // the same order; it is a multiple of every vector width in use (NEON 4, AVX2 8, AVX-512 16).

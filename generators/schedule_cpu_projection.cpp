@@ -287,12 +287,13 @@ void schedule_projection_amx(ProjectionStage &p, const Expr &output_features) {
         const Expr padded_features = ceil_div(p.out_features, kWeightPadding) * kWeightPadding;
         p.result.bound(o, 0, output_features.defined() ? output_features : padded_features);
     }
-    Var oo("oo"), oi("oi"), nb("nb"), ni("ni"), task("task");
+    Var oo("oo"), oi("oi"), nb("nb"), ni("ni"), task("task"), row_tile("row_tile"), nr("nr");
     result.compute_root()
         .split(o, oo, oi, kAmxTaskOutputs, TailStrategy::GuardWithIf)
         .split(n, nb, ni, kAmxTaskRows, TailStrategy::GuardWithIf)
+        .split(ni, row_tile, nr, kAmxTile, TailStrategy::GuardWithIf)
         .vectorize(oi, vec, TailStrategy::GuardWithIf)
-        .reorder(oi, ni, oo, nb)
+        .reorder(oi, nr, row_tile, oo, nb)
         .fuse(oo, nb, task)
         .parallel(task);
     p.amx_tail.compute_at(result, task).vectorize(o, vec, TailStrategy::GuardWithIf);
@@ -305,7 +306,12 @@ void schedule_projection_amx(ProjectionStage &p, const Expr &output_features) {
     result.specialize(!p.amx_has_tail);
     // The tile products need whole tiles: rows past the call's are computed (their operand rows
     // clamped) and not read.
-    schedule_amx_product(p.amx_out, p.amx_tiles, p.r_amx, LoopLevel(result, task));
+    // Their copy to memory per tile of rows, 8 KiB of constant size, which Halide keeps on the
+    // stack: a task then allocates nothing where it has no tail, so the output projection may
+    // write the forward's output in place (runtime/mha.cpp). Per task it was 256 KiB from the
+    // heap.
+    schedule_amx_product(p.amx_out, p.amx_tiles, p.r_amx, LoopLevel(result, row_tile));
+    p.amx_out.bound_storage(p.n, kAmxTile).bound_storage(p.t, kAmxTaskOutputs / kAmxTile);
 }
 
 }  // namespace

@@ -134,9 +134,8 @@ struct AmxPath {
     Halide::Expr pair_rows;
     int min_rows = 0;
 };
-// AMX's tiles: 16 rows of 16 float32 sums, over 32 bfloat16 features (16 pairs, 64 bytes).
+// AMX's tiles: 16 rows of 16 float32 sums, over kAmxBlock (layout.h) bfloat16 features.
 constexpr int kAmxTile = 16;
-constexpr int kAmxBlock = 32;
 static_assert(kPairPanelOutputs == kAmxTile, "AmxPath reads a panel of pairs as one tile");
 // A projection's operand read from a Func that other projections share (InputOperands):
 // rounded(f, first_row + m) is row m's flat input feature f, rounded as the projection's own

@@ -229,16 +229,19 @@ namespace {
 // output projection is a forward's last stage: every input has been read before it starts. The
 // output stays as it was on any failure only if nothing can fail once that stage writes, that is
 // if its tasks allocate nothing: on the CPU, the direct path (kDirectMaxInFeatures) of the
-// float32 and float16 kernels' AVX-512 variant and of the bfloat16 kernels' AVX512-BF16 one. Not
-// the blocked path's accumulators, the staged widened weights of the AVX2 and SSE variants and of
-// the bfloat16 kernels' AVX-512 one, nor AMX's copies. WatchedHalideMalloc
+// float32 and float16 kernels' AVX-512 variant and of the bfloat16 kernels' AVX512-BF16 one, and
+// the bfloat16 kernels' AMX variant over whole blocks of input features (kAmxBlock). Not the
+// blocked path's accumulators, the staged widened weights of the AVX2 and SSE variants and of
+// the bfloat16 kernels' AVX-512 one, nor AMX's sums of a tail. WatchedHalideMalloc
 // (tests/test_limits.cpp) watches every allocation of calls on each CPU variant for an output
 // already written.
 bool output_in_place(const ResolvedConfig &c) {
-    if (c.device != ATTNGEN_DEVICE_CPU || c.out_inner() > kDirectMaxInFeatures) return false;
+    if (c.device != ATTNGEN_DEVICE_CPU) return false;
     const bool bfloat16 = c.precision == ATTNGEN_PRECISION_BF16;
-    return cpu_kernels_variant(bfloat16) ==
-           (bfloat16 ? CpuVariant::kAvx512Bf16 : CpuVariant::kAvx512);
+    const CpuVariant variant = cpu_kernels_variant(bfloat16);
+    if (bfloat16 && variant == CpuVariant::kAmx) return c.out_inner() % kAmxBlock == 0;
+    return c.out_inner() <= kDirectMaxInFeatures &&
+           variant == (bfloat16 ? CpuVariant::kAvx512Bf16 : CpuVariant::kAvx512);
 }
 
 // Pointers are only checked for null here, so device addresses pass through as pointers.

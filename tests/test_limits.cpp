@@ -256,8 +256,9 @@ TEST_F(FailingHalideMalloc, HandleWorksAgainAfterwards) {
 // (runtime/mha.cpp, output_in_place), so this fails if a kernel that is written in place
 // allocates after it starts its output. Shapes for the projections' CPU paths (a few rows, panels
 // of features as tasks, blocks of rows, taller ones for many outputs; heads x v_head_dim above
-// kDirectMaxInFeatures, whose output projection allocates per task and is staged), in every
-// precision, with and without the weights; ctest runs it again under each CPU variant
+// kDirectMaxInFeatures, whose output projection allocates per task and is staged; on AMX,
+// heads x v_head_dim past a whole number of kAmxBlock, whose tail sums are allocated per task),
+// in every precision, with and without the weights; ctest runs it again under each CPU variant
 // (ATTNGEN_CPU_DISPATCH). Then a call whose last allocation fails: OUT_OF_MEMORY, with its
 // outputs untouched.
 class WatchedHalideMalloc : public ::testing::Test {
@@ -316,7 +317,8 @@ TEST_F(WatchedHalideMalloc, MhaForwardNeverAllocatesOnceItsOutputIsWritten) {
         {"panels of features", 64, 2, 0, 2, 40, 37, true},
         {"blocks of rows", 256, 4, 0, 1, 661, 661, true},
         {"tall blocks of rows (2048 outputs)", 2048, 16, 16, 1, 641, 641, false},
-        {"blocked output projection", 1088, 17, 0, 1, 150, 150, true}};
+        {"blocked output projection", 1088, 17, 0, 1, 150, 150, true},
+        {"features past AMX's last block", 48, 3, 0, 2, 40, 37, true}};
 #ifdef ATTNGEN_TEST_EMULATED
     // Under an emulator (aarch64: no kernel there writes in place) the small shapes only: the
     // larger ones took 2.6 min of qemu.
