@@ -432,7 +432,16 @@ AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, co
 // group's tile, head and item once.
 constexpr int kAmxRowGroup = 16;
 
-// The flash kernel's two products in Intel AMX tiles (define_flash_attention's amx;
+// What AmxAttention's rows run over: key/value heads per item, and items (the batch). Each
+// row's item is clamped to the items: Halide bounds the item, which the row decodes by dividing
+// by a run-time tile count, by the row's magnitude alone where it cannot prove that count
+// positive (a point); the projections that the rows read were then computed over about
+// kv_len^2 / 16 rows.
+struct AmxHeads {
+    Halide::Expr kv_heads, items;
+};
+
+// The flash kernel's two products in Intel AMX tiles (define_flash_attention's amx_heads;
 // stages_flash_amx.cpp), in the shapes Halide 21's AMX lowering matches (see ProjectionStage's
 // amx_tiles): tiles initialised to 0, both operands plain loads, the right-hand one a 3-D
 // (pair element e, column x in its tile, pair row) buffer whose rows run over every tile of every
@@ -449,15 +458,6 @@ constexpr int kAmxRowGroup = 16;
 // - out_tiles (x, ii, t, kb, qb, h, b): probs_operand x values of feature t * kAmxTile + x over
 //   the key block's keys in blocks of kAmxBlock (r_out), up to the last visible one; out is its
 //   copy to memory, which block_out reads.
-// What AmxAttention's rows run over: key/value heads per item, and items (the batch). Each
-// row's item is clamped to the items: Halide bounds the item, which the row decodes by dividing
-// by a run-time tile count, by the row's magnitude alone where it cannot prove that count
-// positive (a point); the projections that the rows read were then computed over about
-// kv_len^2 / 16 rows.
-struct AmxHeads {
-    Halide::Expr kv_heads, items;
-};
-
 struct AmxAttention {
     Halide::Func queries, keys, values, score_tiles, score, out_tiles, out;
     Halide::RDom r_score, r_out;
@@ -522,8 +522,8 @@ constexpr int kKeyBlockGrain = 64;
 // constant sizes. value_tile: as define_packed_score's (the CPU's schedule_cpu.h:
 // cpu_value_tile), for float32 products without fixed_blocks. float_operand: as
 // define_packed_score's, with the probabilities rounded likewise (probs_operand).
-// amx, its kv_heads defined for bfloat16 products in pairs (not float_operand), takes the two
-// products in AMX tiles (AmxAttention) over that many key/value heads of amx.items items;
+// amx_heads, its kv_heads defined for bfloat16 products in pairs (not float_operand), takes the
+// two products in AMX tiles (AmxAttention) over that many key/value heads of its items items;
 // key_block is then a multiple of kAmxBlock, and the blocks shrink to multiples of it.
 // sources_unrotated: as PackedScore's, which it becomes. out_type: the type out stores, float32 or
 // the type a consumer rounds it to anyway.
@@ -533,7 +533,7 @@ FlashAttentionStage define_flash_attention(
     const Halide::Expr &group, const Halide::Expr &scale, const MaskInputs &mask,
     const Halide::Expr &query_block, int key_block, bool fixed_blocks = false,
     const Halide::Type &products = Halide::Float(32), int value_tile = 0,
-    bool float_operand = false, const AmxHeads &amx = {},
+    bool float_operand = false, const AmxHeads &amx_heads = {},
     const Halide::Expr &sources_unrotated = Halide::Expr(),
     const Halide::Type &out_type = Halide::Float(32));
 

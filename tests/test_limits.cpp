@@ -371,13 +371,13 @@ TEST_F(WatchedHalideMalloc, MhaForwardNeverAllocatesOnceItsOutputIsWritten) {
 
 // A forward's buffers are linear in its lengths: none of q_len x kv_len without the weights
 // output, and no intermediate sized by a bound that Halide could not narrow. (Their sum is not:
-// each query block's task allocates its key block's buffers.) The AMX variant's
-// keys and values copies once read their projections through a tile index whose bound lost its
-// division by the run-time tile count; the projections were then computed, and their rows
-// rounded, over about kv_len^2 / 16 rows: bfloat16 bert-512 took 54 ms against 3 for torch,
-// and the long shapes failed (a 2.2 GB buffer past Halide's 2^31 limit). Four times the
-// lengths may take a largest buffer four times the size, not sixteen; grouped key/value
-// heads and a batch of two, since both enter that index. ctest runs it under every CPU variant.
+// each query block's task allocates its key block's buffers.) The AMX variant's copies of keys
+// and values once read their projections through a tile index whose bound lost its division by
+// the run-time tile count; the projections were then computed, and their rows rounded, over
+// about kv_len^2 / 16 rows: bfloat16 bert-512 took 54 ms against 3 for torch, and the long
+// shapes failed (a 2.2 GB buffer past Halide's 2^31 limit). Four times the lengths may take a
+// largest buffer four times the size, not sixteen; grouped key/value heads and a batch of two,
+// since both enter that index. ctest runs it under every CPU variant.
 TEST_F(WatchedHalideMalloc, MhaForwardWorkspaceGrowsLinearlyWithItsLengths) {
     constexpr int kShort = 128, kGrowth = 4;
     constexpr double kLinearAllowance = 1.5;  // rounding to tiles and vectors
