@@ -367,9 +367,28 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
         split_query_blocks(a.out, i, h, b, a.query_block, a.query_block, a.packed.head_elements);
     a.out.compute_root().vectorize(c, vec, TailStrategy::GuardWithIf);
     a.state.compute_at(a.out, block).vectorize(c, vec, TailStrategy::RoundUp);
-    a.state.update().reorder(c, ii, a.r_blocks).vectorize(c, vec, TailStrategy::RoundUp);
+    // AMX computes each key block's Funcs per tile of rows (kAmxTile queries), not for the
+    // whole query block: the long shapes' blocks of 128 queries x 768 keys kept 384 KiB per
+    // float32 buffer in L2, where the softmax's passes read them; a tile's rows keep 48 KiB.
+    // With the logits inlined into their two readers and the rounded probabilities stored in
+    // the exp's loop (stages_flash.cpp), scripts/paired_ab.py, 8 pairs in 2 sessions, Intel
+    // Xeon with AMX, old/new: mha_forward_bf16/ long-single 1.078x, bert-512 1.062x,
+    // long-causal 1.041x, bert-512-b8 1.030x, gpt2-causal 1.020x, bert-128 level. Two tiles of
+    // rows per step, their products with the tiles of rows innermost (each key tile loaded
+    // once per two): long-single 1.039x, bert-512-b8 0.970x, the others level; and the float32
+    // kernels in groups of 32 rows: long-single 0.995x.
+    Var row_group("row_group"), group_row("group_row");
+    if (amx) {
+        a.state.update()
+            .split(ii, row_group, group_row, kAmxTile, TailStrategy::GuardWithIf)
+            .reorder(c, group_row, row_group, a.r_blocks)
+            .vectorize(c, vec, TailStrategy::RoundUp);
+    } else {
+        a.state.update().reorder(c, ii, a.r_blocks).vectorize(c, vec, TailStrategy::RoundUp);
+    }
     a.state.update().specialize(a.single_key_block);
-    const LoopLevel key_block_step(a.state, a.r_blocks);
+    const LoopLevel key_block_step =
+        amx ? LoopLevel(a.state, row_group) : LoopLevel(a.state, a.r_blocks);
     const LoopLevel block_level(a.out, block);
     if (!amx) schedule_query_tile(a.packed, block_level, vec);
 
@@ -385,9 +404,11 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // blocks; the benchmarks measure only the unmasked and causal cases.
     const Expr unmasked = a.mask.unmasked();
     if (amx) {
+        // The logits are inlined: the tiles' copy of the scores is read twice, by the block's
+        // maximum and its exp, each applying the scale and the mask itself, instead of a pass
+        // that stores the logits and two that load them (that pass had 14% of the samples of
+        // mha_forward_bf16/long-single, perf, Intel Xeon with AMX).
         schedule_amx_attention(a, block_level, key_block_step);
-        a.block_logits.compute_at(key_block_step).vectorize(jj, vec);
-        a.block_logits.specialize(unmasked);
     } else {
         schedule_register_tile_into(a.packed.score, a.block_logits, key_block_step, j, i, jj, i,
                                     TileReduction(a.packed.r_dot, a.packed.paired, target),
@@ -409,11 +430,14 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // probs x values register tile: out_vectors vectors of features by out_rows queries, with
     // the sum over the block's keys outside it. Where the values are read in place
     // (cpu_value_tile), a specialization drops `values`' select from the tile's loop.
-    std::vector<Func> per_key_block = {a.block_logits, a.max_lanes, a.block_max,
-                                       a.block_probs,  a.sum_lanes, a.block_sum};
+    std::vector<Func> per_key_block = {a.max_lanes, a.block_max, a.block_probs, a.sum_lanes,
+                                       a.block_sum};
     if (amx) {
+        a.max_lanes.update().specialize(unmasked);
+        a.block_probs.specialize(unmasked);
         per_key_block.insert(per_key_block.end(), {a.amx.score, a.amx.out});
     } else {
+        per_key_block.push_back(a.block_logits);
         const std::vector<Expr> in_place = values_in_place(a.packed, knobs, target);
         schedule_register_tile_at(a.block_out, key_block_step, c, ii,
                                   TileReduction(a.r_block_keys, a.packed.paired, target),

@@ -491,7 +491,7 @@ struct FlashAttentionStage {
     // Rounded (PackedScore::rounded): block_probs rounded to bfloat16, held as float32.
     // The sums of the softmax keep the unrounded probabilities, as FlashAttention's do.
     Halide::Func probs_operand;
-    // Rounded, or paired without AMX: block_probs is the tuple {probability, its rounding}, and
+    // Rounded or paired: block_probs is the tuple {probability, its rounding}, and
     // probs_operand reads the rounding, to be inlined: the exp's loop stores both.
     bool probs_operand_in_block_probs = false;
     Halide::Func state;  // (c, ii, qb, h, b) -> {acc, running max, running sum}

@@ -146,8 +146,10 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     // old/new): mha_forward_bf16/ gpt2-causal 1.007x, long-causal 1.011x, long-single 1.015x,
     // bert-512 1.000x; a cheaper rounding alone, in its own pass, measured level (0.996-1.002x,
     // with Halide's own lowering of a rounding shift). The rounded copies of the variants
-    // without vdpbf16ps (8 pairs each, AVX-512 and AVX2): level, 1.001-1.006x.
-    a.probs_operand_in_block_probs = a.packed.rounded || (a.packed.paired && !amx);
+    // without vdpbf16ps (8 pairs each, AVX-512 and AVX2): level, 1.001-1.006x. AMX's tiles
+    // load the rounding from the tuple's second buffer as from any other (its own pass had 9%
+    // of the samples of mha_forward_bf16/long-single, perf, Intel Xeon with AMX).
+    a.probs_operand_in_block_probs = a.packed.rounded || a.packed.paired;
     if (a.probs_operand_in_block_probs) {
         a.block_probs(jj, kb, ii, qb, h, b) = {prob,
                                                round_probability(prob, products, a.packed.rounded)};
