@@ -5,22 +5,29 @@
 // 16 outputs (one contiguous KiB per tile, layout.h). Two loop orders (the row tiles outside the
 // output tiles, as the library runs, or inside them), operands zero or random bfloat16 in
 // [0.5, 1) with either sign, the same operands each repetition (warm in L2) or one of 8 sets in
-// turn (cold). Not built by CMake, not a test:
+// turn (cold). Then random operands whose rows are rewritten before each pass, by this core
+// alone or half of them by the other core (in the forward, each projection task reads rows that
+// both cores rounded). Not built by CMake, not a test (pins itself to CPUs 0 and 1):
 //
-//     gcc -O2 -mamx-tile -mamx-bf16 bench/cpu_experiments/amx_product_rate.c -o amx_product_rate
+//     gcc -O2 -pthread -mamx-tile -mamx-bf16 -o amx_product_rate
+//         bench/cpu_experiments/amx_product_rate.c                           (one command)
 //     ./amx_product_rate
 //
-// Measured on the Intel Xeon with AMX of session 83 (bench/RESULTS.md; TSC 2.6 GHz; two runs in
-// bench/runs/intel-amx-d7d8a99/amx_product_rate.txt), TSC cycles a product, row tiles outside /
-// inside the output tiles:
-//     zero operands    warm 32.2 / 27.4   cold 40.3 / 38.3
-//     random operands  warm 34.4 / 30.9   cold 42.1 / 45.2
-// The library's projection tasks in the forward (mha_forward_bf16/bert-512: 6144 products a
-// task, 3 tasks a core in 330-380 us) take 47-54 cycles a product, about the cold rate: their
-// operands come from L3 or the other core (the weights, 1.1 MiB a matrix, from memory each
-// call). The loop order is worth little with data in either place. (A first version that left
-// the operands untouched in .bss read every tile from the one zero page, in L1: 13 cycles.)
+// Measured on the Intel Xeon with AMX of session 83 (bench/RESULTS.md; TSC 2.6 GHz), in TSC
+// cycles a product (bench/runs/intel-amx-d7d8a99/amx_product_rate*.txt). The host's own rate
+// moved by 1.5x between runs minutes apart: random operands, warm, 31-34 cycles in some runs and
+// 42-56 in others. Within a run: cold operands 1.1-1.35x the warm time; rows rewritten by both
+// cores 1.06-1.19x the time of rows rewritten by this core alone (5 runs of 5); the loop order
+// and zero against random operands within about 25%. The library's projection tasks in the
+// forward (mha_forward_bf16/bert-512: 6144 products a task, 3 tasks a core in 330-380 us) take
+// 47-54 cycles a product, inside that range; their rows are rounded by both cores. (A first
+// version that left the operands untouched in .bss read every tile from the one zero page, in
+// L1: 13 cycles.)
+#define _GNU_SOURCE
 #include <immintrin.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,6 +60,36 @@ static void fill(int random_data) {
     }
 }
 
+// Rows [first, last) of set 0, rewritten with values that depend on `pass`.
+static void rewrite_rows(int first, int last, int pass) {
+    for (int r = first; r < last; r++) {
+        for (int f = 0; f < kIn; f++) {
+            rows_in[0][r][f] = (uint16_t)(0x3f00 | ((r * 31 + f * 7 + pass) & 0x807f));
+        }
+    }
+}
+
+static void pin_to(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+// The other core's half of each pass's rows: pass n starts when `requested` reaches n.
+static atomic_int requested, rewritten;
+static void *rewrite_on_other_core(void *unused) {
+    (void)unused;
+    pin_to(1);
+    for (int pass = 1; pass <= kRepeats; pass++) {
+        while (atomic_load(&requested) < pass) {
+        }
+        rewrite_rows(kRows / 2, kRows, pass);
+        atomic_store(&rewritten, pass);
+    }
+    return NULL;
+}
+
 static inline __attribute__((always_inline)) void product(int row_tile, int output_tile, int set) {
     _tile_zero(0);
     for (int k = 0; k < kBlocks; k++) {
@@ -64,6 +101,7 @@ static inline __attribute__((always_inline)) void product(int row_tile, int outp
 }
 
 int main(void) {
+    pin_to(0);
     // Linux grants AMX's tile data only on request (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA).
     if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) {
         fprintf(stderr, "Linux did not grant the AMX tile state\n");
@@ -103,6 +141,32 @@ int main(void) {
             }
         }
     }
+    pthread_t other;
+    pthread_create(&other, NULL, rewrite_on_other_core, NULL);
+    for (int both_cores = 0; both_cores < 2; both_cores++) {
+        uint64_t cycles = 0;
+        for (int pass = 1; pass <= kRepeats; pass++) {
+            if (both_cores) {
+                rewrite_rows(0, kRows / 2, pass);
+                atomic_store(&requested, pass);
+                while (atomic_load(&rewritten) < pass) {
+                }
+            } else {
+                rewrite_rows(0, kRows, pass);
+            }
+            const uint64_t start = __rdtsc();
+            for (int row_tile = 0; row_tile < kRows / 16; row_tile++) {
+                for (int output_tile = 0; output_tile < kOutputs / 16; output_tile++) {
+                    product(row_tile, output_tile, 0);
+                }
+            }
+            cycles += __rdtsc() - start;
+        }
+        printf(
+            "random operands, rows rewritten by %s before each pass: %.1f TSC cycles a product\n",
+            both_cores ? "both cores" : "this core", cycles / products);
+    }
+    pthread_join(other, NULL);
     _tile_release();
     return 0;
 }
