@@ -371,7 +371,7 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // whole query block: the long shapes' blocks of 128 queries x 768 keys kept 384 KiB per
     // float32 buffer in L2, where the softmax's passes read them; a tile's rows keep 48 KiB.
     // With the logits inlined into their two readers and the rounded probabilities stored in
-    // the exp's loop (stages_flash.cpp), scripts/paired_ab.py, 8 pairs in 2 sessions, Intel
+    // the exp's loop (stages_flash.cpp), scripts/paired_ab.py, 4 pairs in 2 sessions, Intel
     // Xeon with AMX, old/new: mha_forward_bf16/ long-single 1.078x, bert-512 1.062x,
     // long-causal 1.041x, bert-512-b8 1.030x, gpt2-causal 1.020x, bert-128 level. Two tiles of
     // rows per step, their products with the tiles of rows innermost (each key tile loaded
