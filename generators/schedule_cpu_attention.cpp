@@ -378,15 +378,14 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // once per two): long-single 1.039x, bert-512-b8 0.970x, the others level; and the float32
     // kernels in groups of 32 rows: long-single 0.995x.
     Var row_group("row_group"), group_row("group_row");
+    Stage update = a.state.update();
     if (amx) {
-        a.state.update()
-            .split(ii, row_group, group_row, kAmxTile, TailStrategy::GuardWithIf)
-            .reorder(c, group_row, row_group, a.r_blocks)
-            .vectorize(c, vec, TailStrategy::RoundUp);
+        update.split(ii, row_group, group_row, kAmxTile, TailStrategy::GuardWithIf)
+            .reorder(c, group_row, row_group, a.r_blocks);
     } else {
-        a.state.update().reorder(c, ii, a.r_blocks).vectorize(c, vec, TailStrategy::RoundUp);
+        update.reorder(c, ii, a.r_blocks);
     }
-    a.state.update().specialize(a.single_key_block);
+    update.vectorize(c, vec, TailStrategy::RoundUp).specialize(a.single_key_block);
     const LoopLevel key_block_step =
         amx ? LoopLevel(a.state, row_group) : LoopLevel(a.state, a.r_blocks);
     const LoopLevel block_level(a.out, block);
@@ -433,6 +432,8 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     std::vector<Func> per_key_block = {a.max_lanes, a.block_max, a.block_probs, a.sum_lanes,
                                        a.block_sum};
     if (amx) {
+        // The inlined logits' readers without the mask's loads where there is no mask, as
+        // block_logits was on AMX; specialized after their vectorization, which they inherit.
         a.max_lanes.update().specialize(unmasked);
         a.block_probs.specialize(unmasked);
         per_key_block.insert(per_key_block.end(), {a.amx.score, a.amx.out});
