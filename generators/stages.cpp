@@ -578,6 +578,10 @@ MaskedLogits define_masked_logits(const Func &score, const Expr &scale, const Ma
 }
 
 Expr exp_nonpositive(const Expr &x, const Type &products) {
+    return exp_from_floor(max(x, kExpFloor), products);
+}
+
+Expr exp_from_floor(const Expr &xc, const Type &products) {
     // exp(x) = 2^n * exp(r), n = round(x / ln 2), |r| <= ln 2 / 2, with exp(r) from a
     // polynomial (below: which one depends on the products' type and the target). n comes from
     // adding 1.5 * 2^23 + 127: the sum's low mantissa bits are then n + 127, which are both n (as
@@ -592,17 +596,17 @@ Expr exp_nonpositive(const Expr &x, const Type &products) {
     // with n; where the target fuses multiply-adds (AVX2, AVX-512, 64-bit ARM), with the
     // polynomial below, 1.9e-7 and 3.9e-7.
     // Far below 0 the result must be exactly 0 (a key an additive mask of -1e9 pushes away gets
-    // weight 0, as float64 gives), and every step must stay finite. x is clamped at -88, where n
-    // is -127: n + 127 is 0, so 2^n's bits are those of +0.0 and the product is exactly 0, with
-    // no select. That holds from x = -126.5 / log2(e), about -87.68, down; above it the results
-    // follow exp, into the subnormals below -87.34 (float exp's own underflow). The clamp is
-    // needed anyway: unclamped, with a final select alone to discard what such an x made (NaN at
-    // -inf), LLVM's fast-math was free to move the select into the product, and the C API fuzzer
-    // found NaN outputs of attngen_mha_forward_cached for finite inputs within seconds (session
-    // 71). A select on x < -87 after a clamp there (0 from -87 down) took a compare and an and
-    // per vector more: without it, bench/RESULTS.md (session 75, Zen 4), the kernels alone,
+    // weight 0, as float64 gives), and every step must stay finite. x is clamped at -88
+    // (kExpFloor), where n is -127: n + 127 is 0, so 2^n's bits are those of +0.0 and the product
+    // is exactly 0, with no select. That holds from x = -126.5 / log2(e), about -87.68, down; above
+    // it the results follow exp, into the subnormals below -87.34 (float exp's own underflow). The
+    // clamp is needed anyway: unclamped, with a final select alone to discard what such an x made
+    // (NaN at -inf), LLVM's fast-math was free to move the select into the product, and the C API
+    // fuzzer found NaN outputs of attngen_mha_forward_cached for finite inputs within seconds
+    // (session 71). A select on x < -87 after a clamp there (0 from -87 down) took a compare and an
+    // and per vector more: without it, bench/RESULTS.md (session 75, Zen 4), the kernels alone,
     // sdpa/ bert-512 1.020x and long-single 1.055x on AVX2, 1.025x and 1.009x on AVX-512.
-    const Expr xc = max(x, -88.0f);
+    // (The clamp is exp_nonpositive's; xc here is x clamped.)
     const float shifter = 12582912.0f + 127.0f;  // 1.5 * 2^23 + the exponent bias
     const Expr bits = reinterpret(Int(32), xc * 1.44269504f + shifter);
     const Expr n = cast<float>(bits - Expr(int32_t(0x4b40007f)));  // the bits of shifter

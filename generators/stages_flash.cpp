@@ -137,7 +137,25 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     const Expr shift = select(block_max == lowest, 0.0f, block_max);
     // Probabilities rounded to the products' type (below) take an exp to match that type.
     const Type probs_rounded_to = a.packed.paired || a.packed.rounded ? products : Float(32);
-    const Expr prob = exp_nonpositive(a.block_logits(jj, kb, row, h, b) - shift, probs_rounded_to);
+    Expr prob = exp_nonpositive(a.block_logits(jj, kb, row, h, b) - shift, probs_rounded_to);
+    if (amx) {
+        // AMX inlines the logits into this exp (schedule_flash_attention_cpu). max(logit,
+        // above_lowest) - shift, clamped at kExpFloor, is max(logit - shift, floor) with one
+        // floor per row, max(above_lowest - shift, kExpFloor): rounding is monotone, so both
+        // maxima are the same numbers. Per 16 keys, an FMA (score * scale - shift) and a max
+        // where there were a multiply, a max, a subtraction and a max, of about 17 vector
+        // operations in a loop bound by them (perf: 31% of mha_forward_bf16/long-single, Intel
+        // Xeon with AMX). A masked key takes the floor itself, whose exp is exactly 0 as
+        // before. The floor is written as the select it comes to: floats next to above_lowest
+        // are 2^104 apart, so above_lowest - shift is at least kExpFloor only where shift is
+        // above_lowest. (Written as the max, Halide's simplifier turned it into above_lowest -
+        // min(shift, above_lowest - kExpFloor), whose constant rounds to above_lowest: a floor
+        // of 0 and every probability 1, which HalfPrecision.MasksAndHugeLogits caught.)
+        const Expr floor = select(shift == above_lowest, 0.0f, kExpFloor);
+        const Expr visible = max(logits.logit(key, row, h, b) - shift, floor);
+        prob = exp_from_floor(select(logits.masked(key, row, h, b), kExpFloor, likely(visible)),
+                              probs_rounded_to);
+    }
     a.block_probs = Func("block_probs");
     // The products' operand rounded in the exp's own loop, not in a pass over the stored
     // probabilities of its own (a load, the rounding and a narrowing store per vector: with
