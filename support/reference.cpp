@@ -192,7 +192,7 @@ void rope(std::vector<double> &x, int batch, int num_heads, int len, int head_di
 
 MhaResult mha(const attngen_mha_config &config, const MhaWeights &w, int batch, int q_len,
               int kv_len, const float *query, const float *key, const float *value,
-              const attngen_mask *mask) {
+              const attngen_mask *mask, double attention_scale) {
     const MhaDims d = resolve(config);
     const bool bias = d.use_bias;
 
@@ -214,7 +214,7 @@ MhaResult mha(const attngen_mha_config &config, const MhaWeights &w, int batch, 
 
     const SdpaShape s = attention_shape(d, batch, q_len, kv_len);
     r.sdpa = sdpa(s, r.q_heads.data(), r.k_heads.data(), r.v_heads.data(), mask,
-                  1.0 / std::sqrt(double(d.head_dim)));
+                  attention_scale != 0.0 ? attention_scale : 1.0 / std::sqrt(double(d.head_dim)));
     r.weights = r.sdpa.weights;
 
     // Head merge: [B, H, Lq, vhd] -> [B, Lq, H*vhd].

@@ -117,12 +117,12 @@ void rope(std::vector<double> &heads, int batch, int num_heads, int len, int hea
           attngen_rope mode, int rotary_dim, double theta, const std::vector<long long> &offsets);
 
 // MHA(q, k, v) = concat_h(Attention(q Wq_hᵀ + bq_h, k Wk_hᵀ + bk_h, v Wv_hᵀ + bv_h)) Woᵀ + bo,
-// with scale 1/sqrt(head_dim), grouped key/value heads and rotary positions as the config
-// says (key j at position j, query i at i + kv_len - q_len). query [B, Lq, d_model],
-// key [B, Lkv, kdim], value [B, Lkv, vdim].
+// with scale 1/sqrt(head_dim) (or attention_scale where it is not 0), grouped key/value heads
+// and rotary positions as the config says (key j at position j, query i at i + kv_len - q_len).
+// query [B, Lq, d_model], key [B, Lkv, kdim], value [B, Lkv, vdim].
 MhaResult mha(const attngen_mha_config &config, const MhaWeights &weights, int batch, int q_len,
               int kv_len, const float *query, const float *key, const float *value,
-              const attngen_mask *mask);
+              const attngen_mask *mask, double attention_scale = 0.0);
 
 }  // namespace attngen_ref
 

@@ -66,6 +66,12 @@ class MhaTester {
     // Inputs uniform in +-scale instead of +-1: large scales give huge logits.
     MhaTester &input_scale(float s) { return input_scale_ = s, *this; }
     MhaTester &seed(uint32_t s) { return seed_ = s, *this; }
+    // A negative control of the comparison: the reference with the scores scaled to nothing
+    // (every visible logit its additive mask alone, a flat softmax) must lie outside the bound
+    // somewhere, so that a kernel whose softmax came out flat fails the case. At inputs of +-1
+    // and torch's weights the logits are a few tenths and the bound does not see that: an AMX
+    // exp that gave every probability 1 passed every bfloat16 case but those of huge logits.
+    MhaTester &expect_softmax_matters(bool on) { return softmax_matters_ = on, *this; }
     // key and value are the same tensor (the tutorials' k = v); needs kdim == vdim.
     MhaTester &same_key_value(bool s) { return same_key_value_ = s, *this; }
     // Self-attention: query, key and value are one tensor; needs kv_len == q_len and
@@ -199,6 +205,17 @@ class MhaTester {
             EXPECT_TRUE(AllClose("weights", {batch_, d.num_heads, q_len_, kv_len_}, ref.weights,
                                  r.weights.data(), {bounds.weights, kRelTol, reason}));
         }
+        if (softmax_matters_) {
+            const attngen_ref::MhaResult flat =
+                attngen_ref::mha(config_, w, batch_, q_len_, kv_len_, r.query.data(), r.key_ptr,
+                                 r.value_ptr, &r.masks.mask, kFlatSoftmaxScale);
+            size_t outside = 0;
+            for (size_t e = 0; e < ref.out.size(); ++e) {
+                const double allowed = bounds.out[e] + kRelTol * std::fabs(ref.out[e]);
+                outside += std::fabs(flat.out[e] - ref.out[e]) > allowed;
+            }
+            EXPECT_GT(outside, 0u) << "a flat softmax passes this case's bound: raise input_scale";
+        }
     }
 
     // One forward call on a fresh handle holding the model's weights.
@@ -265,7 +282,10 @@ class MhaTester {
     int batch_ = 1, q_len_ = 3, kv_len_ = 4;
     MaskSpec mask_;
     bool with_weights_ = true;
+    // Scores scaled to nothing: exp of the additive mask alone (expect_softmax_matters).
+    static constexpr double kFlatSoftmaxScale = 1e-30;
     float input_scale_ = 1.0f;
+    bool softmax_matters_ = false;
     uint32_t seed_ = DefaultSeed();
     bool same_key_value_ = false;
     bool self_attention_ = false;

@@ -28,6 +28,18 @@ using attngen::rt::from_float16;
 using attngen::rt::to_bfloat16;
 using attngen::rt::to_float16;
 
+// Inputs of +-1 with torch's initial weights give logits of a few tenths, whose softmax is
+// nearly flat: at the flash kernel's cases below, every case passed against the reference of
+// a flat softmax (MhaTester::expect_softmax_matters) in bfloat16 and float16, and an AMX exp
+// that gave every probability 1 passed them all. At +-12 one case still did, at +-24 none.
+constexpr float kPeakedInputScale = 24.0f;
+
+// The case as it is, and again at kPeakedInputScale, where a flat softmax must fail it.
+void TestMildAndPeaked(MhaTester t) {
+    t.Test();
+    t.input_scale(kPeakedInputScale).expect_softmax_matters(true).Test();
+}
+
 class HalfPrecision : public ::testing::TestWithParam<attngen_precision> {
   protected:
     MhaTester Model(int d_model, int heads) const {
@@ -84,18 +96,18 @@ TEST_P(HalfPrecision, FlashForwardPastOneKeyBlock) {
         for (int kv_heads : {1, 2}) {
             MhaTester t = Model(128, 2);
             t.num_kv_heads(kv_heads).v_head_dim(v_head_dim).batch(2).q_len(17).kv_len(800);
-            t.kv_lengths({800, 787}).with_weights(false).Test();
-            t.causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT).Test();
+            t.kv_lengths({800, 787}).with_weights(false);
+            TestMildAndPeaked(t);
+            TestMildAndPeaked(t.causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT));
         }
     }
-    Model(256, 4)
-        .num_kv_heads(2)
-        .rope(ATTNGEN_ROPE_HALF)
-        .batch(1)
-        .q_len(33)
-        .kv_len(800)
-        .with_weights(false)
-        .Test();
+    TestMildAndPeaked(Model(256, 4)
+                          .num_kv_heads(2)
+                          .rope(ATTNGEN_ROPE_HALF)
+                          .batch(1)
+                          .q_len(33)
+                          .kv_len(800)
+                          .with_weights(false));
 }
 
 // Sizes on either side of the AMX kernel's tiles (16 rows, 16 columns) and blocks (32 features
@@ -109,8 +121,9 @@ TEST_P(HalfPrecision, SizesAtTheAmxTileEdges) {
              std::vector<std::pair<int, int>>{{15, 17}, {16, 16}, {17, 33}, {33, 31}}) {
             MhaTester t = Model(48, 2);
             t.head_dim(head_dim).v_head_dim(v_head_dim).num_kv_heads(1).batch(2);
-            t.q_len(q_len).kv_len(kv_len).with_weights(false).Test();
-            t.causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT).Test();
+            t.q_len(q_len).kv_len(kv_len).with_weights(false);
+            TestMildAndPeaked(t);
+            TestMildAndPeaked(t.causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT));
         }
     }
 }
