@@ -400,8 +400,8 @@ Halide::Expr exp_nonpositive(const Halide::Expr &x,
                              const Halide::Type &products = Halide::Float(32));
 // exp_nonpositive's floor: its argument is clamped to it first, where 2^n is exactly +0.
 constexpr float kExpFloor = -88.0f;
-// exp_nonpositive of an argument already in [kExpFloor, 0], without the clamp: for a caller
-// that folds the floor into a max of its own.
+// exp_nonpositive of an argument already at least kExpFloor (and at most a rounding above 0),
+// without the clamp: for a caller that folds the floor into a max of its own.
 Halide::Expr exp_from_floor(const Halide::Expr &xc,
                             const Halide::Type &products = Halide::Float(32));
 
