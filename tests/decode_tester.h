@@ -8,6 +8,7 @@
 #include <attngen/attngen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,10 +43,11 @@ class DecodeModel {
     int d_model() const { return tester_.dims().d_model; }
     const MhaTester::Model &model() const { return model_; }
 
-    // A sequence of len random tokens, seeded.
+    // A sequence of len random tokens, seeded, uniform in +-the tester's input_scale.
     std::vector<float> Tokens(int len, uint32_t seed) const {
         Rng rng(seed);
-        return rng.Uniform(size_t(len) * d_model(), -1.0f, 1.0f);
+        const float s = tester_.input_scale();
+        return rng.Uniform(size_t(len) * d_model(), -s, s);
     }
 
     // Reference output rows [len, d_model] of causal self-attention over the tokens, and the
@@ -101,6 +103,20 @@ class DecodeModel {
         const MhaBounds bounds =
             MhaErrorBounds(config, model_.ref(), 1, q_len, kv_len, query.data(), memory.data(),
                            memory.data(), ref, /*cached_keys_values=*/true);
+        if (tester_.softmax_matters()) {
+            // As MhaTester's: a flat softmax must lie outside the bound at some row.
+            const attngen_ref::MhaResult flat =
+                attngen_ref::mha(config, model_.ref(), 1, q_len, kv_len, query.data(),
+                                 memory.data(), memory.data(), mask, MhaTester::kFlatSoftmaxScale);
+            size_t outside = 0;
+            for (size_t e = 0; e < ref.out.size(); ++e) {
+                const double allowed = bounds.out[e] + kRelTol * std::fabs(ref.out[e]);
+                outside += std::fabs(flat.out[e] - ref.out[e]) > allowed;
+            }
+            EXPECT_GT(outside, 0u) << "a flat softmax passes this sequence's bound: raise "
+                                      "input_scale. "
+                                   << tester_.Describe();
+        }
         return {ref.out, bounds.out};
     }
 

@@ -79,6 +79,11 @@ class MhaTester {
     MhaTester &self_attention(bool s) { return self_attention_ = s, *this; }
 
     attngen_mha_config config() const { return config_; }
+    float input_scale() const { return input_scale_; }
+    bool softmax_matters() const { return softmax_matters_; }
+    // The reference's scale for expect_softmax_matters: every visible logit its additive mask
+    // alone, a flat softmax.
+    static constexpr double kFlatSoftmaxScale = 1e-30;
     attngen_ref::MhaDims dims() const { return attngen_ref::resolve(config_); }
 
     // Weights of the module in torch.nn.Linear layout, drawn as torch initializes them
@@ -282,8 +287,6 @@ class MhaTester {
     int batch_ = 1, q_len_ = 3, kv_len_ = 4;
     MaskSpec mask_;
     bool with_weights_ = true;
-    // Scores scaled to nothing: exp of the additive mask alone (expect_softmax_matters).
-    static constexpr double kFlatSoftmaxScale = 1e-30;
     float input_scale_ = 1.0f;
     bool softmax_matters_ = false;
     uint32_t seed_ = DefaultSeed();

@@ -254,6 +254,10 @@ TEST_P(HalfPrecision, DecodingPromptsAndLongCaches) {
 TEST_P(HalfPrecision, DecodingPromptsThroughTheFlashKernel) {
     const MhaTester base = MhaTester().precision(GetParam());
     CheckPromptsAroundTheFlashSwitch(base);
+    // Again with tokens of +-kPeakedInputScale, where a flat softmax must fail (at +-1 the
+    // prompts' softmax is as flat as the forward's: TestMildAndPeaked).
+    CheckPromptsAroundTheFlashSwitch(
+        MhaTester(base).input_scale(kPeakedInputScale).expect_softmax_matters(true));
     CheckItemsAtDifferentLengthsInOneCall(base, 5, 2, {1, attngen::kCacheFlashMinQueries + 1});
     CheckAnEmptyItemGivesTheOutputBias(base, attngen::kCacheFlashMinQueries);
 }
