@@ -40,7 +40,7 @@ void TestMildAndPeaked(MhaTester t) {
     t.input_scale(kPeakedInputScale).expect_softmax_matters(true).Test();
 }
 
-class HalfPrecision : public ::testing::TestWithParam<attngen_precision> {
+class PrecisionParam : public ::testing::TestWithParam<attngen_precision> {
   protected:
     MhaTester Model(int d_model, int heads) const {
         MhaTester t;
@@ -48,6 +48,13 @@ class HalfPrecision : public ::testing::TestWithParam<attngen_precision> {
         return t;
     }
 };
+
+// bfloat16 and float16 handles.
+class HalfPrecision : public PrecisionParam {};
+
+// The flash kernel's forward in every precision: float32's bounds are about 2^16 times tighter
+// than bfloat16's, yet at +-1 one float32 case below passed a flat softmax too.
+class FlashForward : public PrecisionParam {};
 
 // Awkward module shapes: one head, head_dim 1 and 2, kdim and vdim of their own, odd sizes.
 TEST_P(HalfPrecision, ModuleShapes) {
@@ -91,7 +98,7 @@ TEST_P(HalfPrecision, LargerModel) {
 // value heads around the register tiles (16, 64 and 65 features), with one and two key/value
 // heads (values in place or copied) and rotary positions: in bfloat16 on CPUs without a
 // bfloat16 dot product, the float32 kernel over rounded operands (PackedScore::rounded).
-TEST_P(HalfPrecision, FlashForwardPastOneKeyBlock) {
+TEST_P(FlashForward, PastOneKeyBlock) {
     for (int v_head_dim : {16, 64, 65}) {
         for (int kv_heads : {1, 2}) {
             MhaTester t = Model(128, 2);
@@ -114,7 +121,7 @@ TEST_P(HalfPrecision, FlashForwardPastOneKeyBlock) {
 // or keys), which the bfloat16 forward's AMX variant computes whole (stages.h: AmxAttention):
 // head sizes 31-33 and 63-65, value heads of 15-17 features, queries and keys 15-17 and 31-33,
 // a key block's last tile causal-trimmed, grouped heads.
-TEST_P(HalfPrecision, SizesAtTheAmxTileEdges) {
+TEST_P(FlashForward, SizesAtTheAmxTileEdges) {
     for (const auto &[head_dim, v_head_dim] :
          std::vector<std::pair<int, int>>{{31, 15}, {32, 16}, {33, 17}, {63, 65}, {65, 64}}) {
         for (const auto &[q_len, kv_len] :
@@ -274,11 +281,19 @@ TEST_P(HalfPrecision, DecodingPromptsAroundTheAmxRowLimit) {
     }
 }
 
+std::string PrecisionName(const ::testing::TestParamInfo<attngen_precision> &info) {
+    return info.param == ATTNGEN_PRECISION_BF16  ? "bf16"
+           : info.param == ATTNGEN_PRECISION_F16 ? "f16"
+                                                 : "f32";
+}
+
 INSTANTIATE_TEST_SUITE_P(Precisions, HalfPrecision,
                          ::testing::Values(ATTNGEN_PRECISION_BF16, ATTNGEN_PRECISION_F16),
-                         [](const ::testing::TestParamInfo<attngen_precision> &info) {
-                             return info.param == ATTNGEN_PRECISION_BF16 ? "bf16" : "f16";
-                         });
+                         PrecisionName);
+INSTANTIATE_TEST_SUITE_P(Precisions, FlashForward,
+                         ::testing::Values(ATTNGEN_PRECISION_F32, ATTNGEN_PRECISION_BF16,
+                                           ATTNGEN_PRECISION_F16),
+                         PrecisionName);
 
 // The looser bounds alone would pass a handle that quietly kept float32: a half-precision
 // handle's outputs must differ from a float32 handle's by the format's rounding.
