@@ -234,18 +234,40 @@ void schedule_amx_attention(FlashAttentionStage &a, const LoopLevel &block,
     // (stages_flash_amx.cpp), they cost what skipping k_transposed saved: mha_forward_bf16
     // bert-512-b8 1.02x, bert-512 0.96x, against 1.10x and 1.05x per group (scripts/ab_runs.py,
     // 3 rounds, Intel Xeon with AMX, 2 threads; gpt2-causal, long-causal 1.05x, tutorial level).
-    Var group("group"), in_group("in_group");
-    for (Func rows : {m.keys, m.values}) {
-        rows.compute_root()
-            .bound(m.e, 0, 2)
-            .bound(m.x, 0, kAmxTile)
-            .reorder(m.x, m.e, m.row)
-            .vectorize(m.x)
-            .unroll(m.e)
-            .align_bounds(m.row, kAmxRowGroup)
-            .split(m.row, group, in_group, kAmxRowGroup, TailStrategy::RoundUp)
-            .parallel(group, kAmxPackingRowsPerTask / kAmxRowGroup, TailStrategy::GuardWithIf);
-    }
+    Var group("group"), in_group("in_group"), task("task");
+    m.values.compute_root()
+        .bound(m.e, 0, 2)
+        .bound(m.x, 0, kAmxTile)
+        .reorder(m.x, m.e, m.row)
+        .vectorize(m.x)
+        .unroll(m.e)
+        .align_bounds(m.row, kAmxRowGroup)
+        .split(m.row, group, in_group, kAmxRowGroup, TailStrategy::RoundUp)
+        .parallel(group, kAmxPackingRowsPerTask / kAmxRowGroup, TailStrategy::GuardWithIf);
+    // The keys likewise, their rows bounded from 0 so that bounds inference finds one group
+    // (row / kAmxRowGroup) per group: its words (AmxAttention::key_words), 16 x 16, are staged
+    // on the stack a key's 16 words at a time and read back at a stride of 16 words, a tile row
+    // at a time. attngen_parallel_timeline bert-512 bf16, Intel Xeon with AMX: the keys' copy
+    // 136-139 -> 56-57 us (each row had been 32 gathered 16-bit elements, about 140
+    // instructions; now about 45); scripts/paired_ab.py --bf16, 6 pairs, old/new: gpt2-causal
+    // 1.055x, bert-512-b8 1.038x, llama3-8b-prefill 1.031x, bert-128 1.028x, bert-512 1.010x.
+    m.keys.compute_root()
+        .bound(m.e, 0, 2)
+        .bound(m.x, 0, kAmxTile)
+        .bound(m.row, 0, m.key_rows)
+        .reorder(m.x, m.e, m.row)
+        .vectorize(m.x)
+        .unroll(m.e)
+        .split(m.row, group, in_group, kAmxRowGroup, TailStrategy::RoundUp)
+        .split(group, task, group, kAmxPackingRowsPerTask / kAmxRowGroup, TailStrategy::GuardWithIf)
+        .parallel(task);
+    Func words = m.key_words;
+    words.compute_at(m.keys, group)
+        .bound(m.p, 0, kAmxRowGroup)
+        .bound(m.x, 0, kAmxTile)
+        .vectorize(m.p);
+    Stage word_rows = words.specialize(m.whole_query_blocks);
+    word_rows.unroll(m.x);
     if (unrotated.defined()) m.keys.specialize(unrotated);
     m.values.specialize(m.whole_value_tiles);
     schedule_amx_product(m.score, m.score_tiles, m.r_score, key_block_step);

@@ -466,11 +466,15 @@ struct AmxHeads {
 //   copy to memory, which block_out reads.
 struct AmxAttention {
     Halide::Func queries, keys, values, score_tiles, score, out_tiles, out;
+    // The unrotated keys' pairs as 32-bit words, (p, x, g): pair p of group g of kAmxRowGroup
+    // rows for key x of its tile, which the keys' copy transposes (stages_flash_amx.cpp).
+    Halide::Func key_words;
+    Halide::Expr key_rows;  // the rows of keys: rows 0 to key_rows - 1 are read
     Halide::RDom r_score, r_out;
     // dk a multiple of kAmxBlock, dv of kAmxTile: the queries' or the values' copy reads whole
     // vectors unclamped, in a schedule's specialization on it.
     Halide::Expr whole_query_blocks, whole_value_tiles;
-    Halide::Var x{"x"}, t{"t"}, e{"e"}, row{"row"}, f{"f"};
+    Halide::Var x{"x"}, t{"t"}, e{"e"}, row{"row"}, f{"f"}, p{"p"}, g{"g"};
 };
 
 // Attention without the weights output, as FlashAttention computes it: keys in blocks of

@@ -44,23 +44,43 @@ void define_amx_score(FlashAttentionStage &a, const Func &q, const Expr &dk, con
     m.queries = Func("amx_queries");
     m.queries(f, i, h, b) = cast(bf16, select(m.whole_query_blocks, q(f, row, h, b),
                                               select(f < dk, q(min(f, dk - 1), row, h, b), 0.0f)));
-    const TileRun run = tile_run(m.row, pair_rows, key_tiles, heads);
-    const Expr feature = 2 * run.pair + e, feature_read = min(feature, dk - 1);
-    const Expr key = run.tile * kAmxTile + x;
-    // Unrotated keys are read where the projection left them, 16 keys' rows per vector (a
-    // gather): with a copy into k_transposed first, that copy took 5% of the bfloat16 forward at
-    // bert-512-b8 (perf). Rotated keys still come from k_transposed, which reads each
-    // rotation's operands as vectors along the features (gathered here, a rotation reads the
-    // partner feature and two tables besides).
+    // Unrotated keys are read where the projection left them (a copy into k_transposed first
+    // took 5% of the bfloat16 forward at bert-512-b8, perf), as 32-bit words, features 2 p and
+    // 2 p + 1 of a key, 0 past dk. A tile row holds one pair of 16 keys, so a group of
+    // kAmxRowGroup rows is a 16 x 16 transpose of words: key_words (p, x, g) holds group g's,
+    // pair p of the group's first for key x of its tile, which the schedule stages whole and
+    // the keys read back transposed (schedule_amx_attention: a row had been 32 elements
+    // gathered 16 bits at a time). Rotated keys still come from k_transposed, which reads each
+    // rotation's operands as vectors along the features and leaves a tile's keys contiguous.
     // Both in bfloat16 already: pairs' keys are rounded in k_source (define_packed_score).
-    Expr source = a.packed.k_source(feature_read, key, run.head, run.item);
+    const Var &p = m.p, &g = m.g;
+    const TileRun group_run = tile_run(g * kAmxRowGroup, pair_rows, key_tiles, heads);
+    const auto half_word = [&](const Expr &f) {
+        const auto bits = [&](const Expr &read) {
+            return cast<uint32_t>(reinterpret(
+                UInt(16), cast(bf16, a.packed.k_source(read, group_run.tile * kAmxTile + x,
+                                                       group_run.head, group_run.item))));
+        };
+        return select(m.whole_query_blocks, bits(f),
+                      select(f < dk, bits(min(f, dk - 1)), Expr(uint32_t(0))));
+    };
+    const Expr first_feature = 2 * (group_run.pair + p);
+    m.key_words = Func("amx_key_words");
+    m.key_words(p, x, g) = half_word(first_feature) | (half_word(first_feature + 1) << 16);
+    Expr half = reinterpret(
+        bf16, cast<uint16_t>(m.key_words(m.row % kAmxRowGroup, x, m.row / kAmxRowGroup) >>
+                             cast<uint32_t>(16 * e)));
     const Expr &unrotated = a.packed.sources_unrotated;
     if (unrotated.defined()) {
-        source =
-            select(unrotated, source, a.packed.k_transposed(key, feature_read, run.head, run.item));
+        const TileRun run = tile_run(m.row, pair_rows, key_tiles, heads);
+        const Expr feature = 2 * run.pair + e;
+        const Expr rotated = a.packed.k_transposed(run.tile * kAmxTile + x, min(feature, dk - 1),
+                                                   run.head, run.item);
+        half = select(unrotated, half, select(feature < dk, cast(bf16, rotated), zero));
     }
     m.keys = Func("amx_keys");
-    m.keys(e, x, m.row) = select(feature < dk, cast(bf16, source), zero);
+    m.keys(e, x, m.row) = half;
+    m.key_rows = pair_rows * key_tiles * heads.kv_heads * heads.items;
     m.r_score = RDom(0, kAmxBlock, 0, blocks, "r_amx_score");
     const RVar &in_block = m.r_score.x;
     const Expr f_r = m.r_score.y * kAmxBlock + in_block;
