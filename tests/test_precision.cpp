@@ -1,7 +1,8 @@
 // Half-precision handles (attngen_precision BF16 and F16): the MHA forward, its weights output,
 // masks, grouped heads, rotary positions and decoding with a KV cache, each against the float64
 // reference with the rounding bounds of the precision (error_bounds.h); the formats' rounding;
-// the storage they save; and what they refuse.
+// the storage they save; and what they refuse. The flash forward's cases at its block and AMX
+// tile edges run in float32 too (FlashForward).
 #include <attngen/attngen.h>
 #include <attngen/detail/half_precision.h>
 #include <attngen/detail/packed_projection.h>
@@ -132,6 +133,16 @@ TEST_P(FlashForward, SizesAtTheAmxTileEdges) {
             TestMildAndPeaked(t);
             TestMildAndPeaked(t.causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT));
         }
+    }
+    // The AMX keys' copy transposes groups of 16 tile rows (pairs of features) for a tile of 16
+    // keys (stages_flash_amx.cpp): heads of 3 and 4 such groups, a run of several key and
+    // value heads and items, key lengths ending inside a tile.
+    for (int head_dim : {96, 128}) {
+        MhaTester t = Model(64, 4);
+        t.head_dim(head_dim).num_kv_heads(2).batch(3).q_len(19).kv_len(47);
+        t.kv_lengths({47, 30, 1}).with_weights(false);
+        TestMildAndPeaked(t);
+        TestMildAndPeaked(t.causal(ATTNGEN_CAUSAL_BOTTOM_RIGHT));
     }
 }
 
