@@ -11,3 +11,6 @@ build/bench/attngen_bench --benchmark_filter='^(fma_peak|fma_peak_avx2|fma_peak_
 # > timelines_bf16.txt
 # Where out_proj's extra time goes (not changed): perf record -e cpu-clock
 #   build/bench/attngen_parallel_timeline bert-512 200 bf16; perf annotate of the out_proj task.
+.venv-torch/bin/python scripts/paired_peers.py --kind mha --pairs 4 --sessions 2 --server /tmp/server_new > peers_fp32_all.txt
+.venv-torch/bin/python scripts/paired_peers.py --kind mha --shapes long-single,bert-128,bert-512 --pairs 12 --sessions 3 --server /tmp/server_new > peers_fp32_ort_12pairs.txt
+# build/bench/attngen_parallel_timeline long-single 3   (float32: the attention and the panels' single tasks)
