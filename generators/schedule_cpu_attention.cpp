@@ -261,13 +261,11 @@ void schedule_amx_attention(FlashAttentionStage &a, const LoopLevel &block,
         .split(m.row, group, in_group, kAmxRowGroup, TailStrategy::RoundUp)
         .split(group, task, group, kAmxPackingRowsPerTask / kAmxRowGroup, TailStrategy::GuardWithIf)
         .parallel(task);
-    Func words = m.key_words;
-    words.compute_at(m.keys, group)
+    m.key_words.compute_at(m.keys, group)
         .bound(m.p, 0, kAmxRowGroup)
         .bound(m.x, 0, kAmxTile)
         .vectorize(m.p);
-    Stage word_rows = words.specialize(m.whole_query_blocks);
-    word_rows.unroll(m.x);
+    m.key_words.specialize(m.whole_query_blocks).unroll(m.x);
     if (unrotated.defined()) m.keys.specialize(unrotated);
     m.values.specialize(m.whole_value_tiles);
     schedule_amx_product(m.score, m.score_tiles, m.r_score, key_block_step);

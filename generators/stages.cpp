@@ -669,6 +669,15 @@ Expr exp_from_floor(const Expr &xc, const Type &products) {
     return poly * two_to_n;
 }
 
+Expr pair_word(const Expr &low, const Expr &high) {
+    const auto bits = [](const Expr &v) { return cast<uint32_t>(reinterpret(UInt(16), v)); };
+    return bits(low) | (bits(high) << 16);
+}
+
+Expr word_half(const Expr &word, const Expr &e, const Type &type) {
+    return reinterpret(type, cast<uint16_t>(word >> cast<uint32_t>(16 * e)));
+}
+
 namespace {
 
 // The float32 path's queries and score (define_packed_score). Dot products start from their
@@ -742,16 +751,12 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         // as it is, so that a specialization on it loads words as vectors, not half by half.
         p.q_even_features = dk % 2 == 0;
         const Expr high = select(p.q_even_features, 2 * pair + 1, min(2 * pair + 1, dk - 1));
-        const auto bits = [&](const Expr &feature) {
-            return cast<uint32_t>(reinterpret(UInt(16), k_rows(feature, j, h, b)));
-        };
         p.k_words = Func("k_words");
-        p.k_words(pair, j, h, b) = bits(2 * pair) | (bits(high) << 16);
+        p.k_words(pair, j, h, b) = pair_word(k_rows(2 * pair, j, h, b), k_rows(high, j, h, b));
         p.k_word_rows = Func("k_word_rows");
         p.k_word_rows(j, pair, h, b) = p.k_words(pair, j, h, b);
         p.k_packed = Func("k_pairs");
-        p.k_packed(e, j, pair, h, b) = reinterpret(
-            products, cast<uint16_t>(p.k_word_rows(j, pair, h, b) >> cast<uint32_t>(16 * e)));
+        p.k_packed(e, j, pair, h, b) = word_half(p.k_word_rows(j, pair, h, b), e, products);
         p.v_packed = Func("v_pairs");
         p.v_packed(e, c, pair, h, b) =
             cast(products, v(clamp(c, 0, dv - 1), clamp(2 * pair + e, 0, kv_len - 1), h, b));

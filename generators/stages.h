@@ -405,6 +405,12 @@ constexpr float kExpFloor = -88.0f;
 Halide::Expr exp_from_floor(const Halide::Expr &xc,
                             const Halide::Type &products = Halide::Float(32));
 
+// Two 16-bit values' bits as one 32-bit word, `low` in its low half, and half e (0: the low
+// one) of such a word as `type`: the bfloat16 keys' pairs are transposed as words, one element
+// where there were two (PackedScore::k_words, AmxAttention::key_words).
+Halide::Expr pair_word(const Halide::Expr &low, const Halide::Expr &high);
+Halide::Expr word_half(const Halide::Expr &word, const Halide::Expr &e, const Halide::Type &type);
+
 // Scaled score, masked softmax and weights x values for projected heads
 // q(d, i, h, b), k(d, j, hk, b), v(c, j, hk, b), query head h reading key/value head h / group.
 struct AttentionStage {

@@ -137,7 +137,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     const Expr shift = select(block_max == lowest, 0.0f, block_max);
     // Probabilities rounded to the products' type (below) take an exp to match that type.
     const Type probs_rounded_to = a.packed.paired || a.packed.rounded ? products : Float(32);
-    Expr prob = exp_nonpositive(a.block_logits(jj, kb, row, h, b) - shift, probs_rounded_to);
+    Expr prob;
     if (amx) {
         // AMX inlines the logits into this exp (schedule_flash_attention_cpu). max(logit,
         // above_lowest) - shift, clamped at kExpFloor, is max(logit - shift, floor) with one
@@ -155,6 +155,8 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
         const Expr visible = max(logits.logit(key, row, h, b) - shift, floor);
         prob = exp_from_floor(select(logits.masked(key, row, h, b), kExpFloor, likely(visible)),
                               probs_rounded_to);
+    } else {
+        prob = exp_nonpositive(a.block_logits(jj, kb, row, h, b) - shift, probs_rounded_to);
     }
     a.block_probs = Func("block_probs");
     // The products' operand rounded in the exp's own loop, not in a pass over the stored

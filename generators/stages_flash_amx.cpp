@@ -55,21 +55,17 @@ void define_amx_score(FlashAttentionStage &a, const Func &q, const Expr &dk, con
     // Both in bfloat16 already: pairs' keys are rounded in k_source (define_packed_score).
     const Var &p = m.p, &g = m.g;
     const TileRun group_run = tile_run(g * kAmxRowGroup, pair_rows, key_tiles, heads);
-    const auto half_word = [&](const Expr &f) {
-        const auto bits = [&](const Expr &read) {
-            return cast<uint32_t>(reinterpret(
-                UInt(16), cast(bf16, a.packed.k_source(read, group_run.tile * kAmxTile + x,
-                                                       group_run.head, group_run.item))));
+    const auto feature_at = [&](const Expr &f) {
+        const auto read = [&](const Expr &at) {
+            return cast(bf16, a.packed.k_source(at, group_run.tile * kAmxTile + x, group_run.head,
+                                                group_run.item));
         };
-        return select(m.whole_query_blocks, bits(f),
-                      select(f < dk, bits(min(f, dk - 1)), Expr(uint32_t(0))));
+        return select(m.whole_query_blocks, read(f), select(f < dk, read(min(f, dk - 1)), zero));
     };
     const Expr first_feature = 2 * (group_run.pair + p);
     m.key_words = Func("amx_key_words");
-    m.key_words(p, x, g) = half_word(first_feature) | (half_word(first_feature + 1) << 16);
-    Expr half = reinterpret(
-        bf16, cast<uint16_t>(m.key_words(m.row % kAmxRowGroup, x, m.row / kAmxRowGroup) >>
-                             cast<uint32_t>(16 * e)));
+    m.key_words(p, x, g) = pair_word(feature_at(first_feature), feature_at(first_feature + 1));
+    Expr half = word_half(m.key_words(m.row % kAmxRowGroup, x, m.row / kAmxRowGroup), e, bf16);
     const Expr &unrotated = a.packed.sources_unrotated;
     if (unrotated.defined()) {
         const TileRun run = tile_run(m.row, pair_rows, key_tiles, heads);
