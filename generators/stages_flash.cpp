@@ -221,12 +221,7 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
 
     // The online combination over the visited key blocks, per query block.
     a.state = Func("flash_state");
-    // With AMX, the sums start at -0, which no byte pattern gives: LLVM turned the loops that
-    // set them to +0 into calls to memset, one per query row, after each of which the tile
-    // configuration must be loaded again (ldtilecfg: 10% of the attention's samples at bert-512
-    // in perf). -0 + x is x, and a row that sees no key still ends with sum 0 and output 0.
-    const Expr zero = amx ? Expr(-0.0f) : Expr(0.0f);
-    a.state(c, ii, qb, h, b) = {zero, lowest, zero};
+    a.state(c, ii, qb, h, b) = {0.0f, lowest, 0.0f};
     const Expr acc = a.state(c, ii, qb, h, b)[0];
     const Expr running_max = a.state(c, ii, qb, h, b)[1];
     const Expr running_sum = a.state(c, ii, qb, h, b)[2];

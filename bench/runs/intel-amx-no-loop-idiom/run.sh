@@ -1,0 +1,19 @@
+# Session 86 (2026-12-07), the Intel Xeon with AMX of sessions 82-85 (lscpu: family 6, model 167
+# under KVM; amx_bf16, amx_tile, avx512_bf16), 2 threads. Every number in bench/RESULTS.md's
+# session 86 section. Servers copied before the rebuild: /tmp/server_old (330e620), the new
+# build's build/bench/attngen_call_server (LLVM's loop idioms for memcpy and memset off).
+#
+# Where the bfloat16 attention's time went (330e620): perf record -e cpu-clock
+#   build/bench/attngen_bench --benchmark_filter='^mha_forward_bf16/bert-512/' --benchmark_min_time=4
+#   perf annotate of the attention task: ldtilecfg after a memcpy call per query row, 12%.
+# Counting the calls and ldtilecfg in one generated forward (HL_LLVM_ARGS to turn the idioms back on):
+#   build/generators/attngen_generators -n fwd -d 0 -g attngen_mha_forward -f fwd -e assembly -o /tmp/gen \
+#     target=x86-64-linux-avx512_skylake-avx512_sapphirerapids-user_context-no_runtime <the tuned knobs> precision=bf16
+.venv/bin/python scripts/paired_ab.py /tmp/server_old build/bench/attngen_call_server tutorial,bert-128,bert-512,bert-512-b8,gpt2-causal,long-causal,long-single,gpt2-decode,llama3-8b-prefill --pairs 6 --sessions 2 --bf16 > ab_bf16.txt
+.venv/bin/python scripts/paired_ab.py /tmp/server_old build/bench/attngen_call_server tutorial,bert-128,bert-512,bert-512-b8,gpt2-causal,long-causal,long-single,gpt2-decode,llama3-8b-decode,llama3-8b-prefill --pairs 6 --sessions 2 > ab_fp32.txt
+.venv/bin/python scripts/paired_ab.py /tmp/server_old build/bench/attngen_call_server gpt2-decode,llama3-8b-decode,long-decode,llama3-8b-decode-b8 --pairs 12 --sessions 3 --bf16 > ab_bf16_decode.txt
+# The float32 attention's probabilities x values tile, 8 x 2 (B) and 6 x 4 (C) against the tuned 4 x 4 (A),
+# the kernels alone (not changed: level, 0.99-1.02x, and a first long-single run of 1.041x not repeated):
+#   bench/cpu_experiments/sdpa_knobs_ab.sh /tmp/knobs "A:" "B:out_rows=8,out_vectors=2" "C:out_rows=6,out_vectors=4"
+#   for args in "1 512 0 20 12 64" "1 1024 1 12 12 64" "8 512 0 6 12 64" "1 2048 1 6 16 64" "1 128 0 30 12 64" "1 16384 0 6 1 64"; do
+#     /tmp/knobs/sdpa_knobs_ab $args; done > sdpa_knobs_out_tiles.txt
