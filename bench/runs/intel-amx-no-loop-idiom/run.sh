@@ -17,3 +17,17 @@
 #   bench/cpu_experiments/sdpa_knobs_ab.sh /tmp/knobs "A:" "B:out_rows=8,out_vectors=2" "C:out_rows=6,out_vectors=4"
 #   for args in "1 512 0 20 12 64" "1 1024 1 12 12 64" "8 512 0 6 12 64" "1 2048 1 6 16 64" "1 128 0 30 12 64" "1 16384 0 6 1 64"; do
 #     /tmp/knobs/sdpa_knobs_ab $args; done > sdpa_knobs_out_tiles.txt
+# Not kept: the AMX softmax's max and sum reductions with 8 rows side by side (their chains of
+# vmaxps and vaddps interleaved; split ii by 8, RoundUp, reordered inside r_lane_groups, unrolled),
+# against ac0c88f (/tmp/server_b):
+.venv/bin/python scripts/paired_ab.py /tmp/server_b build/bench/attngen_call_server bert-128,bert-512,bert-512-b8,gpt2-causal,long-causal,long-single --pairs 6 --sessions 2 --bf16 > ab_interleaved_lane_rows_bf16.txt
+# At ac0c88f:
+build/bench/attngen_bench --benchmark_filter='^(fma_peak|fma_peak_avx2|fma_peak_bf16|resident_read_bandwidth)' > peaks.txt
+.venv-torch/bin/python scripts/paired_peers.py --kind bf16 --pairs 4 --sessions 2 --server /tmp/server_b > peers_bf16_all.txt
+# build/bench/attngen_parallel_timeline bert-512 20 bf16   (timeline_bert512_bf16.txt)
+# The regression check (tests/kernel_objects/check_amx_calls.py), and its negative control: the
+# forward generated with the idioms on, put in an archive under an AMX object's name:
+#   HL_LLVM_ARGS="-disable-loop-idiom-memcpy=false -disable-loop-idiom-memset=false" \
+#     build/generators/attngen_generators ... -e object -o /tmp/neg ... precision=bf16
+#   cp /tmp/neg/fwd.o /tmp/neg/fwd-sapphirerapids.o; ar rcs /tmp/neg/libneg.a /tmp/neg/fwd-sapphirerapids.o
+#   python3 tests/kernel_objects/check_amx_calls.py /tmp/neg/libneg.a   -> 9 of 9 tiled functions call memset or memcpy, rc 1
