@@ -31,3 +31,13 @@ build/bench/attngen_bench --benchmark_filter='^(fma_peak|fma_peak_avx2|fma_peak_
 #     build/generators/attngen_generators ... -e object -o /tmp/neg ... precision=bf16
 #   cp /tmp/neg/fwd.o /tmp/neg/fwd-sapphirerapids.o; ar rcs /tmp/neg/libneg.a /tmp/neg/fwd-sapphirerapids.o
 #   python3 tests/kernel_objects/check_amx_calls.py /tmp/neg/libneg.a   -> 9 of 9 tiled functions call memset or memcpy, rc 1
+# Not kept: AMX key blocks of 256 and of 1536 for every call (an experiment's line in
+# resolve_cpu_knobs: min(key_block, 256), then max(key_block, 1536), where uses_amx(target)),
+# against ac0c88f (/tmp/server_b):
+.venv/bin/python scripts/paired_ab.py /tmp/server_b build/bench/attngen_call_server bert-128,bert-512,bert-512-b8,gpt2-causal,long-causal,long-single,llama3-8b-prefill --pairs 6 --sessions 2 --bf16 > ab_amx_key_block_256_bf16.txt
+.venv/bin/python scripts/paired_ab.py /tmp/server_b build/bench/attngen_call_server bert-128,bert-512,bert-512-b8,gpt2-causal,long-causal,long-single,llama3-8b-prefill --pairs 6 --sessions 2 --bf16 > ab_amx_key_block_1536_bf16.txt
+# Then 1536 only for long calls without a causal mask, as a run-time select(...) passed to
+# define_flash_attention as an Expr: every call of the new test (1536, 1537 and 3100 keys) failed
+# with Halide error -2, "Bounds given for amx_keys in row (from 0 to 12287) do not cover required
+# region (from -28302336 to 28305407)": with the block size a select, bounds inference loses the
+# AMX keys' rows. Not landed.
