@@ -41,3 +41,5 @@ build/bench/attngen_bench --benchmark_filter='^(fma_peak|fma_peak_avx2|fma_peak_
 # with Halide error -2, "Bounds given for amx_keys in row (from 0 to 12287) do not cover required
 # region (from -28302336 to 28305407)": with the block size a select, bounds inference loses the
 # AMX keys' rows. Not landed.
+# After the fresh-clone CI, float32 against every peer (build at 42d4842, kernels of ac0c88f):
+.venv-torch/bin/python scripts/paired_peers.py --kind mha --pairs 4 --sessions 2 --server build/bench/attngen_call_server > peers_fp32_all.txt
