@@ -6,7 +6,7 @@ every call, and LLVM turns short copy and clear loops into calls to memcpy and m
 generators turn those idioms off (generators/llvm_options.cpp). One such call per query row put
 12% of the bfloat16 attention's time on ldtilecfg at bert-512 (bench/RESULTS.md, session 86).
 
-    check_amx_calls.py LIBRARY.a [--objdump PATH]
+    check_amx_calls.py LIBRARY.a [--ar PATH] [--objdump PATH]
 
 Reads every member object of LIBRARY.a built for an AMX target (its name holds
 "sapphirerapids"), splits its disassembly into functions, and fails, naming each, where a
@@ -21,8 +21,7 @@ import tempfile
 from pathlib import Path
 
 # A call as objdump prints it in a linked file, or as the relocation of an object's call.
-CALLS = re.compile(r"\bcall\w*\s.*<(memcpy|memset|memmove)(@plt)?>"
-                   r"|R_X86_64_PLT32\s+(memcpy|memset|memmove)\b")
+CALLS = re.compile(r"(?:\bcall\w*\s.*<|R_X86_64_PLT32\s+)(memcpy|memset|memmove)\b")
 TILE = re.compile(r"\b(tdpb\w+|tileloadd\w*|tilestored|tilezero)\b")
 FUNCTION = re.compile(r"^[0-9a-f]+ <(.+)>:$")
 
@@ -45,10 +44,11 @@ def functions(disassembly):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("library")
+    parser.add_argument("--ar", default="ar")
     parser.add_argument("--objdump", default="objdump")
     args = parser.parse_args()
 
-    members = subprocess.run(["ar", "t", args.library], check=True, capture_output=True,
+    members = subprocess.run([args.ar, "t", args.library], check=True, capture_output=True,
                              text=True).stdout.split()
     amx = [m for m in members if "sapphirerapids" in m and m.endswith(".o")]
     if not amx:
@@ -56,7 +56,7 @@ def main():
         return 1
     failures, tiled = [], 0
     with tempfile.TemporaryDirectory() as scratch:
-        subprocess.run(["ar", "x", str(Path(args.library).resolve())] + amx, cwd=scratch,
+        subprocess.run([args.ar, "x", str(Path(args.library).resolve())] + amx, cwd=scratch,
                        check=True)
         for member in amx:
             listing = subprocess.run([args.objdump, "-d", "-r", "--no-show-raw-insn",
@@ -66,8 +66,7 @@ def main():
                 if not any(TILE.search(line) for line in lines):
                     continue
                 tiled += 1
-                calls = sorted({next(g for g in m.groups() if g)
-                                for m in (CALLS.search(line) for line in lines) if m})
+                calls = sorted({m.group(1) for m in map(CALLS.search, lines) if m})
                 if calls:
                     failures.append(f"{member}: {name} uses AMX tiles and calls {', '.join(calls)}")
     if tiled == 0:
