@@ -434,7 +434,9 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
                                     knobs.score_vectors, knobs.score_rows, vec, {}, {unmasked},
                                     TileCopy::Unrolled);
     }
+    // On AMX the sums' lanes are the last group's running sums in block_probs, inlined.
     for (Func f : {a.max_lanes, a.sum_lanes}) {
+        if (!f.has_update_definition()) continue;
         f.compute_at(key_block_step).vectorize(u, vec);
         f.update().vectorize(u, vec);
     }
@@ -444,21 +446,27 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     a.block_max.compute_at(key_block_step);
     a.block_max.update().atomic().vectorize(a.r_lanes);
     a.block_sum.compute_at(key_block_step);
-    a.block_probs.compute_at(key_block_step).vectorize(jj, vec);
+    a.block_probs.compute_at(key_block_step);
+    if (amx) {
+        // Each row's groups in order, innermost: its sums stay in a register.
+        a.block_probs.update(0).vectorize(u, vec);
+        a.block_probs.update(1).reorder(u, a.r_prob_groups.x, ii).vectorize(u, vec);
+    } else {
+        a.block_probs.vectorize(jj, vec);
+    }
 
     // probs x values register tile: out_vectors vectors of features by out_rows queries, with
     // the sum over the block's keys outside it. Where the values are read in place
     // (cpu_value_tile), a specialization drops `values`' select from the tile's loop.
-    std::vector<Func> per_key_block = {a.max_lanes, a.block_max, a.block_probs, a.sum_lanes,
-                                       a.block_sum};
+    std::vector<Func> per_key_block = {a.max_lanes, a.block_max, a.block_probs, a.block_sum};
     if (amx) {
         // The inlined logits' readers without the mask's loads where there is no mask, as
         // block_logits was on AMX; specialized after their vectorization, which they inherit.
         a.max_lanes.update().specialize(unmasked);
-        a.block_probs.specialize(unmasked);
+        a.block_probs.update(1).specialize(unmasked);
         per_key_block.insert(per_key_block.end(), {a.amx.score, a.amx.out});
     } else {
-        per_key_block.push_back(a.block_logits);
+        per_key_block.insert(per_key_block.end(), {a.sum_lanes, a.block_logits});
         const std::vector<Expr> in_place = values_in_place(a.packed, knobs, target);
         schedule_register_tile_at(a.block_out, key_block_step, c, ii,
                                   TileReduction(a.r_block_keys, a.packed.paired, target),

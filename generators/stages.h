@@ -510,6 +510,10 @@ struct FlashAttentionStage {
     // Rounded or paired: block_probs is the tuple {probability, its rounding}, and
     // probs_operand reads the rounding, to be inlined: the exp's loop stores both.
     bool probs_operand_in_block_probs = false;
+    // AMX: block_probs is (u, g, kb, ii, qb, h, b) -> {lane u's sum over groups 0 to g - 1, the
+    // rounded probability of key kReductionLanes (g - 1) + u}, an update over r_prob_groups
+    // (define_amx_probs_and_sums); sum_lanes reads the last group's sums.
+    Halide::RDom r_prob_groups;
     Halide::Func state;  // (c, ii, qb, h, b) -> {acc, running max, running sum}
     // The keys fit one block (kv_len <= the key_block knob, as at every named shape but the
     // long ones): state's update takes the block's values as they are, where a schedule
@@ -558,6 +562,10 @@ FlashAttentionStage define_flash_attention(
 void define_amx_score(FlashAttentionStage &a, const Halide::Func &q, const Halide::Expr &dk,
                       const Halide::Expr &q_len, const AmxHeads &heads,
                       const Halide::Expr &key_tiles);
+// Between them, the block's probabilities and sums: a.block_probs, a.probs_operand and
+// a.sum_lanes from `prob`, the probability of key jj of the block.
+void define_amx_probs_and_sums(FlashAttentionStage &a, const Halide::Expr &prob,
+                               const Halide::Type &products, const Halide::Expr &last_key_in_block);
 void define_amx_block_out(FlashAttentionStage &a, const Halide::Func &v, const Halide::Expr &dv,
                           const Halide::Expr &kv_len, const AmxHeads &heads,
                           const Halide::Expr &key_pairs, const Halide::Expr &last_key_in_block);

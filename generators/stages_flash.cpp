@@ -170,7 +170,9 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     // load the rounding from the tuple's second buffer as from any other (its own pass had 9%
     // of the samples of mha_forward_bf16/long-single, perf, Intel Xeon with AMX).
     a.probs_operand_in_block_probs = a.packed.rounded || a.packed.paired;
-    if (a.probs_operand_in_block_probs) {
+    if (amx) {
+        define_amx_probs_and_sums(a, prob, products, last_key_in_block);
+    } else if (a.probs_operand_in_block_probs) {
         a.block_probs(jj, kb, ii, qb, h, b) = {prob,
                                                round_probability(prob, products, a.packed.rounded)};
     } else {
@@ -180,16 +182,18 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
         const FuncRef ref = a.block_probs(key, kb, ii, qb, h, b);
         return a.probs_operand_in_block_probs ? Expr(ref[0]) : Expr(ref);
     };
-    a.sum_lanes = Func("sum_lanes");
-    a.sum_lanes(u, kb, ii, qb, h, b) = 0.0f;
-    a.sum_lanes(u, kb, ii, qb, h, b) += block_prob(lane_key);
+    if (!amx) {
+        a.sum_lanes = Func("sum_lanes");
+        a.sum_lanes(u, kb, ii, qb, h, b) = 0.0f;
+        a.sum_lanes(u, kb, ii, qb, h, b) += block_prob(lane_key);
+    }
     a.block_sum = Func("block_sum");
     a.block_sum(kb, ii, qb, h, b) = 0.0f;
     a.block_sum(kb, ii, qb, h, b) += a.sum_lanes(a.r_lanes, kb, ii, qb, h, b);
 
     a.block_out = Func("block_out");
     // The products' operand where it differs from the probabilities: rounded, or in pairs.
-    if (a.packed.paired || a.packed.rounded) {
+    if ((a.packed.paired || a.packed.rounded) && !amx) {
         a.probs_operand = Func("probs_operand");
         a.probs_operand(jj, kb, ii, qb, h, b) =
             a.probs_operand_in_block_probs ? Expr(a.block_probs(jj, kb, ii, qb, h, b)[1])
