@@ -106,9 +106,12 @@ void define_amx_probs_and_sums(FlashAttentionStage &a, const Expr &prob, const T
     // the probabilities that the exp's loop stored too. The lanes add in that pass's order (from
     // 0, group by group), so the sums are the same bit for bit. Halide 21 does not fuse the two
     // loops as they were: compute_with refuses a pure Var (the probabilities' keys) beside the
-    // sums' reduction variable. scripts/paired_ab.py --bf16, 6 pairs in 2 sessions, Intel Xeon
-    // with AMX, old/new: long-causal 1.091x, gpt2-causal 1.081x, long-single 1.063x,
-    // bert-512-b8 1.027x, bert-512 1.003x, tutorial 0.994x, bert-128 0.984x.
+    // sums' reduction variable. The start sits at g = 0 and group g at g + 1 so that the update
+    // reads the previous group's sum with no select: with a select at group 0, LLVM reloaded the
+    // sum from memory every group (a chain through the store; long-single 1.006x). As it is,
+    // scripts/paired_ab.py --bf16, 6 pairs in 2 sessions, Intel Xeon with AMX, old/new
+    // (bench/RESULTS.md, session 87): gpt2-causal 1.077x, long-causal 1.075x, long-single
+    // 1.073x, bert-512 1.007x, bert-512-b8 0.999x, bert-128 0.976x.
     // Every group up to the end of the kAmxBlock keys that hold the last visible key: the tiles
     // read them whole; the keys past the last visible one have probability 0 and add nothing.
     const int groups_per_block = kAmxBlock / kReductionLanes;
