@@ -498,7 +498,7 @@ struct FlashAttentionStage {
     // reductions can stop at the query block's last visible key (a loop bound, not a mask).
     Halide::Func max_lanes;    // (u, kb, ii, qb, h, b): partial maxima of a key block
     Halide::Func block_max;    // (kb, ii, qb, h, b)
-    Halide::Func block_probs;  // (jj, kb, ii, qb, h, b): exp(logit - block_max), 0 where masked
+    Halide::Func block_probs;  // (jj, kb, ii, qb, h, b): exp(logit - max), 0 if masked; AMX: below
     Halide::Func sum_lanes;    // (u, kb, ii, qb, h, b)
     Halide::Func block_sum;    // (kb, ii, qb, h, b)
     Halide::Func block_out;    // (c, kb, ii, qb, h, b): block_probs x values
@@ -507,8 +507,8 @@ struct FlashAttentionStage {
     // Rounded (PackedScore::rounded): block_probs rounded to bfloat16, held as float32.
     // The sums of the softmax keep the unrounded probabilities, as FlashAttention's do.
     Halide::Func probs_operand;
-    // Rounded or paired: block_probs is the tuple {probability, its rounding}, and
-    // probs_operand reads the rounding, to be inlined: the exp's loop stores both.
+    // Rounded or paired (AMX aside, below): block_probs is the tuple {probability, its
+    // rounding}, and probs_operand reads the rounding, to be inlined: the exp's loop stores both.
     bool probs_operand_in_block_probs = false;
     // AMX: block_probs is (u, g, kb, ii, qb, h, b) -> {lane u's sum over groups 0 to g - 1, the
     // rounded probability of key kReductionLanes (g - 1) + u}, an update over r_prob_groups
