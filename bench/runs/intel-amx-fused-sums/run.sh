@@ -12,6 +12,7 @@ build/bench/attngen_bench --benchmark_filter='^(fma_peak|fma_peak_avx2|fma_peak_
 .venv/bin/python scripts/paired_ab.py /tmp/cs_old build/bench/attngen_call_server gpt2-decode,llama3-8b-decode,long-decode,llama3-8b-decode-b8 --pairs 12 --sessions 3 --bf16 > ab_bf16_decode.txt
 .venv/bin/python scripts/paired_ab.py /tmp/cs_old build/bench/attngen_call_server tutorial,bert-128,bert-512,bert-512-b8,gpt2-causal,long-causal,long-single --pairs 6 --sessions 2 > ab_fp32.txt
 .venv-torch/bin/python scripts/paired_peers.py --kind bf16 --pairs 4 --sessions 2 --server build/bench/attngen_call_server > peers_bf16_all.txt
+.venv-torch/bin/python scripts/paired_peers.py --kind mha --pairs 4 --sessions 2 --server build/bench/attngen_call_server > peers_fp32_all.txt   # after the CI at aac6e43
 .venv-torch/bin/python scripts/paired_peers.py --kind bf16 --shapes bert-512,bert-512-b8 --pairs 8 --sessions 4 --server build/bench/attngen_call_server > peers_bf16_bert512_again.txt
 # Not kept, each against 957badc's server (/tmp/cs_sums2), the build with the change as the new side:
 # - AMX key blocks of 1536, then of 512 (generators.cpp: `amx ? 1536 : knobs.key_block` passed to
