@@ -478,10 +478,6 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
         // in registers.
         a.block_out.bound_extent(a.kb, 1).bound_extent(a.qb, 1);
     }
-    if (a.probs_operand.defined() && !a.probs_operand_in_block_probs) {
-        a.probs_operand.compute_at(key_block_step).vectorize(jj, vec);
-        per_key_block.push_back(a.probs_operand);
-    }
 
     // The buffers of one key block are allocated once per query block, not once per key block:
     // their sizes are run-time values, so each was a malloc and a free per step (perf: 8% of an
@@ -506,9 +502,6 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
         const Expr whole_tiles = ceil_div(a.key_block, tile_keys) * tile_keys;
         a.block_logits.bound_storage(jj, max(whole_tiles, a.key_block + vec));
         a.block_probs.bound_storage(jj, a.key_block + vec);
-        if (a.probs_operand.defined() && !a.probs_operand_in_block_probs) {
-            a.probs_operand.bound_storage(jj, a.key_block + vec);
-        }
     }
 }
 

@@ -509,7 +509,6 @@ struct FlashAttentionStage {
     Halide::Func probs_operand;
     // Rounded or paired (AMX aside, below): block_probs is the tuple {probability, its
     // rounding}, and probs_operand reads the rounding, to be inlined: the exp's loop stores both.
-    bool probs_operand_in_block_probs = false;
     // AMX: block_probs is (u, g, kb, ii, qb, h, b) -> {lane u's sum over groups 0 to g - 1, the
     // rounded probability of key kReductionLanes (g - 1) + u}, an update over r_prob_groups
     // (define_amx_probs_and_sums); sum_lanes reads the last group's sums.

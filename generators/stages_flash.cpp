@@ -169,36 +169,31 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
     // without vdpbf16ps (8 pairs each, AVX-512 and AVX2): level, 1.001-1.006x. AMX's tiles
     // load the rounding from the tuple's second buffer as from any other (its own pass had 9%
     // of the samples of mha_forward_bf16/long-single, perf, Intel Xeon with AMX).
-    a.probs_operand_in_block_probs = a.packed.rounded || a.packed.paired;
+    // On AMX the operand is block_probs' second element as well (define_amx_probs_and_sums).
+    Expr summed;  // what sum_lanes adds, where the sums have a loop of their own
     if (amx) {
         define_amx_probs_and_sums(a, prob, products, last_key_in_block);
-    } else if (a.probs_operand_in_block_probs) {
+    } else if (a.packed.rounded || a.packed.paired) {
         a.block_probs(jj, kb, ii, qb, h, b) = {prob,
                                                round_probability(prob, products, a.packed.rounded)};
+        summed = a.block_probs(lane_key, kb, ii, qb, h, b)[0];
+        // The products' operand, rounded or in pairs, inlined into the products.
+        a.probs_operand = Func("probs_operand");
+        a.probs_operand(jj, kb, ii, qb, h, b) = a.block_probs(jj, kb, ii, qb, h, b)[1];
     } else {
         a.block_probs(jj, kb, ii, qb, h, b) = prob;
+        summed = a.block_probs(lane_key, kb, ii, qb, h, b);
     }
-    const auto block_prob = [&](const Expr &key) -> Expr {
-        const FuncRef ref = a.block_probs(key, kb, ii, qb, h, b);
-        return a.probs_operand_in_block_probs ? Expr(ref[0]) : Expr(ref);
-    };
-    if (!amx) {
+    if (summed.defined()) {
         a.sum_lanes = Func("sum_lanes");
         a.sum_lanes(u, kb, ii, qb, h, b) = 0.0f;
-        a.sum_lanes(u, kb, ii, qb, h, b) += block_prob(lane_key);
+        a.sum_lanes(u, kb, ii, qb, h, b) += summed;
     }
     a.block_sum = Func("block_sum");
     a.block_sum(kb, ii, qb, h, b) = 0.0f;
     a.block_sum(kb, ii, qb, h, b) += a.sum_lanes(a.r_lanes, kb, ii, qb, h, b);
 
     a.block_out = Func("block_out");
-    // The products' operand where it differs from the probabilities: rounded, or in pairs.
-    if ((a.packed.paired || a.packed.rounded) && !amx) {
-        a.probs_operand = Func("probs_operand");
-        a.probs_operand(jj, kb, ii, qb, h, b) =
-            a.probs_operand_in_block_probs ? Expr(a.block_probs(jj, kb, ii, qb, h, b)[1])
-                                           : round_probability(block_prob(jj), products, false);
-    }
     if (amx) {
         define_amx_block_out(a, v, dv, kv_len, amx_heads, num_blocks * (kblock / 2),
                              last_key_in_block);
