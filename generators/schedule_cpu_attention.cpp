@@ -371,6 +371,10 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
     align_value_tiles(a.packed, a.out_acc.in(), c);
 }
 
+// Rows of the AMX max's lanes per step of its loop over groups of keys
+// (schedule_flash_attention_cpu).
+constexpr int kAmxMaxInterleavedRows = 4;
+
 void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
                                   const CpuScheduleKnobs &requested) {
     const CpuScheduleKnobs knobs = resolve_cpu_knobs(requested, target);
@@ -460,6 +464,22 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     // (cpu_value_tile), a specialization drops `values`' select from the tile's loop.
     std::vector<Func> per_key_block = {a.max_lanes, a.block_max, a.block_probs, a.block_sum};
     if (amx) {
+        // Each row's running max per lane is one vector register. With one row per step of
+        // the groups' loop, every vmaxps waited for the one before it, a chain of 4 cycles per
+        // 16 keys, behind a multiply and a max of its own (perf: 8% of
+        // mha_forward_bf16/long-single's attention task, Intel Xeon with AMX); 4 rows per step
+        // are 4 independent chains. The rows are the AMX tile's 16, so the steps stay within
+        // it. scripts/paired_ab.py --bf16, 6 pairs in 2 sessions, same host, old/new:
+        // long-single 1.045x, llama3-8b-prefill 1.079x (6 of 6 each), bert-512 1.012x, the
+        // others level (0.995-1.008x). The same for the other kernels' max and sum lanes, by
+        // bench/cpu_experiments/sdpa_knobs_ab.sh (4 rows a step on AVX-512, 2 on AVX2, whose
+        // query blocks are multiples of 6): AVX-512 float32 level (0.986-1.010x), AVX2 float32
+        // 0.78-0.81x; not kept there.
+        Var row_step("row_step"), row_lane("row_lane");
+        a.max_lanes.update()
+            .split(ii, row_step, row_lane, kAmxMaxInterleavedRows, TailStrategy::RoundUp)
+            .reorder(u, row_lane, a.r_lane_groups.x, row_step)
+            .unroll(row_lane);
         // The inlined logits' readers without the mask's loads where there is no mask, as
         // block_logits was on AMX; specialized after their vectorization, which they inherit.
         a.max_lanes.update().specialize(unmasked);
