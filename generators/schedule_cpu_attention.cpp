@@ -372,8 +372,10 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
 }
 
 // Rows of the AMX max's lanes per step of its loop over groups of keys
-// (schedule_flash_attention_cpu).
+// (schedule_flash_attention_cpu). A divisor of the AMX tile's rows, so that a step's rows,
+// rounded up, stay within the tile whose scores they read.
 constexpr int kAmxMaxInterleavedRows = 4;
+static_assert(kAmxTile % kAmxMaxInterleavedRows == 0);
 
 void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
                                   const CpuScheduleKnobs &requested) {
@@ -468,10 +470,10 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
         // the groups' loop, every vmaxps waited for the one before it, a chain of 4 cycles per
         // 16 keys, behind a multiply and a max of its own (perf: 8% of
         // mha_forward_bf16/long-single's attention task, Intel Xeon with AMX); 4 rows per step
-        // are 4 independent chains. The rows are the AMX tile's 16, so the steps stay within
-        // it. scripts/paired_ab.py --bf16, 6 pairs in 2 sessions, same host, old/new:
-        // long-single 1.045x, llama3-8b-prefill 1.079x (6 of 6 each), bert-512 1.012x, the
-        // others level (0.995-1.008x). The same for the other kernels' max and sum lanes, by
+        // are 4 independent chains. scripts/paired_ab.py --bf16, 6 pairs in 2 sessions, same
+        // host, old/new: long-single 1.045x, llama3-8b-prefill 1.079x (6 of 6 each), bert-512
+        // 1.012x, the others level (0.995-1.008x); 8 rows a step against 4: level
+        // (0.982-1.027x). The same for the other kernels' max and sum lanes, by
         // bench/cpu_experiments/sdpa_knobs_ab.sh (4 rows a step on AVX-512, 2 on AVX2, whose
         // query blocks are multiples of 6): AVX-512 float32 level (0.986-1.010x), AVX2 float32
         // 0.78-0.81x; not kept there.
