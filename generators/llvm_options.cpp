@@ -21,7 +21,11 @@
 // halide_malloc and halide_free, once per task). scripts/paired_ab.py, Intel Xeon with AMX, 2
 // threads, old/new: mha_forward_bf16/ bert-128 1.106x, bert-512 1.072x, bert-512-b8 1.063x (6 of
 // 6 pairs each), the rest 0.99-1.02x (gpt2-decode 0.989x in 12 pairs); float32, where the calls
-// cost no ldtilecfg, level (0.98-1.05x in 6 pairs).
+// cost no ldtilecfg, level (0.98-1.05x in 6 pairs). A register tile whose zeros a loop writes
+// then stays on the stack (the memset had let LLVM keep it in registers): the schedules write
+// their tiles' zeros unrolled (schedule_cpu_tiles.h, TileCopy; schedule_cpu_projection.cpp).
+// Until they did, the AVX512-BF16 variant's forward lost up to 6% on a Zen 4 (bench/RESULTS.md,
+// session 89).
 #include <cstdlib>
 #include <string>
 

@@ -105,13 +105,20 @@ void schedule_register_tile_into(Func acc, Func tile, const LoopLevel &at, const
     for (const TileShape &t : shapes) tile_stage(tile.specialize(t.when), t.vectors, t.rows);
     tile_stage(tile, vectors, rows_per_tile);
     for (const Expr &w : when) tile.specialize(w);
-    // Unrolled tiles (TileCopy) compute a float32 first term unrolled too; the zeros of
-    // vdpbf16ps tiles stay in a loop.
+    // Unrolled tiles (TileCopy) compute their first term unrolled too: a float32 product, or
+    // the zeros that the first pair's update adds to.
     acc.compute_at(tile, co).split(columns, cv, cl, vec).vectorize(cl).unroll(rows);
-    if (copy == TileCopy::Unrolled && !reduction.dot_product) acc.unroll(cv);
+    if (copy == TileCopy::Unrolled) acc.unroll(cv);
     // With several shapes, each specialization's tile is a constant of its own.
     if (shapes.empty()) acc.bound_extent(columns, vectors * vec).bound_extent(rows, rows_per_tile);
-    order_tile_update(acc.update().split(columns, cv, cl, vec), cl, cv, rows, reduction);
+    int steps = 0;
+    if (reduction.first_pair) {
+        TileReduction first = reduction;
+        first.steps.clear();
+        first.pair = reduction.first_pair;
+        order_tile_update(acc.update(steps++).split(columns, cv, cl, vec), cl, cv, rows, first);
+    }
+    order_tile_update(acc.update(steps).split(columns, cv, cl, vec), cl, cv, rows, reduction);
 }
 
 void schedule_register_tile_at(Func acc, const LoopLevel &at, const Var &columns, const Var &rows,

@@ -435,10 +435,10 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
         // mha_forward_bf16/long-single, perf, Intel Xeon with AMX).
         schedule_amx_attention(a, block_level, key_block_step);
     } else {
-        schedule_register_tile_into(a.packed.score, a.block_logits, key_block_step, j, i, jj, i,
-                                    TileReduction(a.packed.r_dot, a.packed.paired, target),
-                                    knobs.score_vectors, knobs.score_rows, vec, {}, {unmasked},
-                                    TileCopy::Unrolled);
+        schedule_register_tile_into(
+            a.packed.score, a.block_logits, key_block_step, j, i, jj, i,
+            TileReduction(a.packed.r_dot, a.packed.paired, target, a.packed.r_dot_first),
+            knobs.score_vectors, knobs.score_rows, vec, {}, {unmasked}, TileCopy::Unrolled);
     }
     // On AMX the sums' lanes are the last group's running sums in block_probs, inlined.
     for (Func f : {a.max_lanes, a.sum_lanes}) {
@@ -490,10 +490,10 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
     } else {
         per_key_block.insert(per_key_block.end(), {a.sum_lanes, a.block_logits});
         const std::vector<Expr> in_place = values_in_place(a.packed, knobs, target);
-        schedule_register_tile_at(a.block_out, key_block_step, c, ii,
-                                  TileReduction(a.r_block_keys, a.packed.paired, target),
-                                  knobs.out_vectors, knobs.out_rows, vec, {}, in_place,
-                                  TileCopy::Unrolled);
+        schedule_register_tile_at(
+            a.block_out, key_block_step, c, ii,
+            TileReduction(a.r_block_keys, a.packed.paired, target, a.r_block_keys_first),
+            knobs.out_vectors, knobs.out_rows, vec, {}, in_place, TileCopy::Unrolled);
         align_value_tiles(a.packed, a.block_out.in(), c);
         per_key_block.push_back(a.block_out.in());
         // One key block of one query block per step: a constant-size tile that LLVM can keep

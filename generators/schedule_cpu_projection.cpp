@@ -584,10 +584,18 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
             staged.compute_at(p.acc, xo).vectorize(staged.args()[0], vec,
                                                    TailStrategy::GuardWithIf);
         }
+        // The tile's zeros unrolled, each at a constant place, so that LLVM keeps the tile in
+        // registers. In a loop over its vectors they were a memset to LLVM, which kept it there
+        // too, until its loop idioms were turned off (llvm_options.cpp): then every tile was
+        // zeroed on the stack and loaded before its loop, and stored after it, and
+        // decode_bf16/llama3-8b-prefill (4096 input features, 512 rows) lost 4%
+        // (scripts/paired_ab.py --bf16, AVX512-BF16 variant, Zen 4: unrolled, 1.032x).
         tile_sums.compute_at(p.acc, oc)
             .bound_extent(p.o, tile_o)
             .bound_extent(p.n, tile_l)
-            .vectorize(p.o, vec)
+            .split(p.o, ov, ol, vec)
+            .vectorize(ol)
+            .unroll(ov)
             .unroll(p.n);
         const TileReduction reduction =
             p.paired ? TileReduction(std::vector<RVar>{yi}, p.r.x, target)

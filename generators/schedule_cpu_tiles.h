@@ -74,13 +74,17 @@ void schedule_transpose(Halide::Func f, Halide::Func source, const Halide::Var &
 // The reduction of a register tile: its steps (innermost first), and with bfloat16 products
 // (ProjectionStage::paired, PackedScore::paired) a pair of features inside each step. A pair
 // becomes one vdpbf16ps lane where the target has it; elsewhere its two products are unrolled
-// FMAs.
+// FMAs. With first_pair, the tile's Func has two updates: the first pair's products alone
+// (first_pair, over the pair's two features), then the steps.
 struct TileReduction {
     TileReduction(const Halide::RDom &r) : steps{r.x} {}  // NOLINT: a 1-D RDom is the common case
-    // A 2-D RDom whose x is the pair when paired.
-    TileReduction(const Halide::RDom &r, bool paired, const Halide::Target &target)
+    // A 2-D RDom whose x is the pair when paired; `first`, where defined, the first pair's RDom.
+    TileReduction(const Halide::RDom &r, bool paired, const Halide::Target &target,
+                  const Halide::RDom &first = Halide::RDom())
         : TileReduction(paired ? std::vector<Halide::RVar>{r.y} : std::vector<Halide::RVar>{r.x},
-                        paired ? std::optional<Halide::RVar>(r.x) : std::nullopt, target) {}
+                        paired ? std::optional<Halide::RVar>(r.x) : std::nullopt, target) {
+        if (first.defined()) first_pair = first.x;
+    }
     TileReduction(std::vector<Halide::RVar> steps, std::optional<Halide::RVar> pair,
                   const Halide::Target &target)
         : steps(std::move(steps)),
@@ -88,6 +92,7 @@ struct TileReduction {
           dot_product(this->pair && has_bfloat16_dot_product(target)) {}
     std::vector<Halide::RVar> steps;
     std::optional<Halide::RVar> pair;
+    std::optional<Halide::RVar> first_pair;
     bool dot_product = false;
 };
 
@@ -122,10 +127,17 @@ struct TileShape {
 // and 1.012x, long-causal 1.014x and 1.011x, bert-512-b8 1.011x and 1.004x, bert-512 0.996x and
 // 1.008x, gpt2-causal 1.010x and 0.998x, bert-128 1.009x and 0.995x; the AVX2 kernels (sdpa/,
 // 3 rounds) level to 1.01x. The decode kernel's tiles lost with their first term unrolled
-// too: decode_bf16/long-decode 0.967-0.970x (16 pairs, twice). The zeros that start a vdpbf16ps
-// tile keep their loop: unrolled, LLVM moved every accumulator to another register at each
-// step of the update (16 vmovaps beside the score tile's 16 vdpbf16ps), and the bfloat16
-// forward lost 1-3%.
+// too: decode_bf16/long-decode 0.967-0.970x (16 pairs, twice). A vdpbf16ps tile starts from
+// zeros, and its first pair is an update of its own (TileReduction::first_pair), unrolled like
+// the rest, so that the steps' loop starts from products as a float32 tile's does. With the
+// zeros unrolled and added to in the loop, LLVM moved every accumulator to another register at
+// each step (16 vmovaps beside the score tile's 16 vdpbf16ps; the bfloat16 forward 0.97-0.98x).
+// With the zeros in a loop, LLVM had made them a memset, which left the tile in registers,
+// until its loop idioms were turned off (llvm_options.cpp): then each tile went through a stack
+// buffer, its accumulators loaded before the steps' loop and stored after it.
+// scripts/paired_ab.py --bf16, AVX512-BF16 variant, Zen 4, 2 threads, zeros in a loop against
+// the first pair apart: long-single 1.056x and 1.020x, long-causal 1.027x, bert-512-b8 1.013x
+// and 1.026x, the others level (bench/RESULTS.md, session 89).
 enum class TileCopy { Loops, Unrolled };
 
 // A register-blocked reduction computed inside a larger loop nest (a query block of attention,

@@ -775,10 +775,15 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         p.q_rows(d, i, h, b) = operand(q(d, row, h, b));
         p.q_operand(e, pair, i, h, b) =
             select(feature < dk, p.q_rows(feature_read, i, h, b), cast(products, 0.0f));
-        p.r_dot = RDom(0, 2, 0, (dk + 1) / 2, "r_dot");
+        p.r_dot_first = RDom(0, 2, "r_dot_first");
+        p.r_dot = RDom(0, 2, 1, (dk + 1) / 2 - 1, "r_dot");
+        const auto pair_product = [&](const Expr &e, const Expr &pair) {
+            return cast<float>(p.q_operand(e, pair, i, h, b)) *
+                   cast<float>(p.k_packed(e, j, pair, kv_head, b));
+        };
         p.score(j, i, h, b) = 0.0f;
-        p.score(j, i, h, b) += cast<float>(p.q_operand(p.r_dot.x, p.r_dot.y, i, h, b)) *
-                               cast<float>(p.k_packed(p.r_dot.x, j, p.r_dot.y, kv_head, b));
+        p.score(j, i, h, b) += pair_product(p.r_dot_first, 0);
+        p.score(j, i, h, b) += pair_product(p.r_dot.x, p.r_dot.y);
         return p;
     }
     if (key_panels) {

@@ -312,7 +312,8 @@ MaskInputs key_lengths_mask(const Halide::Func &kv_lengths, const Halide::Expr &
 // schedule can reduce each pair in one vdpbf16ps lane: k_packed is (e, j, p, hk, b), feature
 // 2 p + e of key j; v_packed is (e, c, p, hk, b), feature c of key 2 p + e; q_operand is
 // (e, p, i, h, b), feature 2 p + e of query i in bfloat16, 0 past dk; and r_dot runs over
-// (e, p).
+// (e, p) from the second pair, the first pair (r_dot_first over e) an update of its own ahead of
+// it, so that a register tile's accumulators start from a product (TileReduction::first_pair).
 struct PackedScore {
     // The keys, (d, j, hk, b): a Func of unclamped j that reads k at j clamped to kv_len - 1,
     // which the transposing copy stages (schedule_transpose); paired, in bfloat16
@@ -356,7 +357,8 @@ struct PackedScore {
     Halide::Func q_rows;           // paired: (d, i, h, b), the queries by unclamped row, which
                                    // q_operand reads
     Halide::Func score;            // (j, i, h, b): q . k, reduction over r_dot
-    Halide::RDom r_dot;            // over dk after the first term; paired: (e, p) from 0
+    Halide::RDom r_dot;            // over dk after the first term; paired: (e, p) from p = 1
+    Halide::RDom r_dot_first;      // paired: over e of the first pair; undefined otherwise
     Halide::Expr dk;               // the keys' head size
     Halide::Expr group;            // query heads per key/value head
     Halide::Expr head_elements;    // of one key/value head's keys or values, whichever more
@@ -503,7 +505,9 @@ struct FlashAttentionStage {
     Halide::Func block_sum;    // (kb, ii, qb, h, b)
     Halide::Func block_out;    // (c, kb, ii, qb, h, b): block_probs x values
     // Paired (bfloat16 products, PackedScore): block_probs in bfloat16, the operand of
-    // block_out, whose reduction r_block_keys then runs over (e, p), key 2 p + e of the block.
+    // block_out, whose reduction r_block_keys then runs over (e, p), key 2 p + e of the block,
+    // from the second pair, the first pair an update of its own over r_block_keys_first (e),
+    // as score's first pair is (PackedScore).
     // Rounded (PackedScore::rounded): block_probs rounded to bfloat16, held as float32.
     // The sums of the softmax keep the unrounded probabilities, as FlashAttention's do.
     Halide::Func probs_operand;
@@ -523,6 +527,7 @@ struct FlashAttentionStage {
     Halide::Var j{"j"}, i{"i"}, c{"c"}, d{"d"}, h{"h"}, b{"b"}, u{"u"}, kb{"kb"}, jj{"jj"};
     Halide::Var ii{"ii"}, qb{"qb"};
     Halide::RDom r_block_keys;            // over the keys of a block after the first, or pairs
+    Halide::RDom r_block_keys_first;      // paired: over e of the first pair
     Halide::RDom r_lane_groups;           // over the groups of kReductionLanes keys of a block
     Halide::RDom r_lanes;                 // over the partial lanes
     Halide::RDom r_blocks;                // over the key blocks a query block sees

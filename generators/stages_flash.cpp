@@ -199,13 +199,17 @@ FlashAttentionStage define_flash_attention(const Func &q, const Func &k, const F
                              last_key_in_block);
     } else if (a.packed.paired) {
         // Pairs of keys (kblock is even): the pair that holds the last visible key is the last.
-        a.r_block_keys = RDom(0, 2, 0, kblock / 2, "r_block_keys");
+        // The first pair is always visible (last_key_in_block is at least 1).
+        a.r_block_keys_first = RDom(0, 2, "r_block_keys_first");
+        a.r_block_keys = RDom(0, 2, 1, kblock / 2 - 1, "r_block_keys");
         a.r_block_keys.where(2 * a.r_block_keys.y <= last_key_in_block);
-        const Expr pair = a.r_block_keys.y, e = a.r_block_keys.x;
+        const auto pair_product = [&](const Expr &e, const Expr &pair) {
+            return cast<float>(a.probs_operand(2 * pair + e, kb, ii, qb, h, b)) *
+                   cast<float>(a.packed.v_packed(e, c, kb * (kblock / 2) + pair, h / group, b));
+        };
         a.block_out(c, kb, ii, qb, h, b) = 0.0f;
-        a.block_out(c, kb, ii, qb, h, b) +=
-            cast<float>(a.probs_operand(2 * pair + e, kb, ii, qb, h, b)) *
-            cast<float>(a.packed.v_packed(e, c, kb * (kblock / 2) + pair, h / group, b));
+        a.block_out(c, kb, ii, qb, h, b) += pair_product(a.r_block_keys_first, 0);
+        a.block_out(c, kb, ii, qb, h, b) += pair_product(a.r_block_keys.x, a.r_block_keys.y);
     } else {
         // Rounded apart from the sum, which adds them unrounded as the pairs' path does.
         const Func probs = a.packed.rounded ? a.probs_operand : a.block_probs;

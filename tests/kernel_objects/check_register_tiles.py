@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Checks that the AVX512-BF16 kernels' vdpbf16ps register tiles stay in registers.
+
+A register tile's accumulators live in registers from its first step to its last, and the
+schedules are written so that LLVM can keep them there: zeros and first terms at constant places
+(generators/schedule_cpu_tiles.h, TileCopy), no memset in between (generators/llvm_options.cpp).
+When that breaks, nothing fails but speed: LLVM loads the tile from a stack buffer before its
+loop and stores it back after, or moves every accumulator to another register at each step, and the bfloat16
+forward lost up to 6% on a Zen 4 (bench/RESULTS.md, session 89).
+
+    check_register_tiles.py LIBRARY.a [--ar PATH] [--objdump PATH]
+
+Reads every member object of LIBRARY.a built for the AVX512-BF16 variant (its name holds
+"avx512_zen4"), and finds each innermost loop with at least MIN_TILE_STEPS vdpbf16ps (a tile's
+steps). Fails, naming the function, where such a loop moves a zmm register to another or to or
+from the stack, or where one of the registers its vdpbf16ps accumulate into is loaded from the
+stack in the BEFORE_LOOP instructions before it (the tile's start stored there). Fails too where
+no such loop is found, so that the check cannot pass vacuously.
+"""
+import argparse
+import re
+import sys
+
+from kernel_objects import disassemble_members, functions
+
+MIN_TILE_STEPS = 8
+BEFORE_LOOP = 48
+INSTRUCTION = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
+JUMP_BACK = re.compile(r"^([0-9a-f]+) <")
+DOT = re.compile(r"%zmm\d+,%zmm\d+,(%zmm\d+)")
+REGISTER_MOVE = re.compile(r"^%zmm\d+,%zmm\d+$")
+FROM_STACK = re.compile(r"\(%rsp[^)]*\),(%zmm\d+)$")
+
+
+def instructions(lines):
+    """(address, mnemonic, operands) of each instruction of a function's listing."""
+    out = []
+    for line in lines:
+        match = INSTRUCTION.match(line)
+        if match:
+            out.append((int(match.group(1), 16), match.group(2), match.group(3)))
+    return out
+
+
+def tile_loops(code):
+    """(first, last) indices of the innermost loops that hold a tile's steps."""
+    index = {address: i for i, (address, _, _) in enumerate(code)}
+    loops = []
+    for i, (_, mnemonic, operands) in enumerate(code):
+        target = JUMP_BACK.match(operands) if mnemonic.startswith("j") else None
+        if target and int(target.group(1), 16) in index and index[int(target.group(1), 16)] <= i:
+            loops.append((index[int(target.group(1), 16)], i))
+    innermost = [(a, b) for a, b in loops
+                 if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)]
+    return [(a, b) for a, b in innermost
+            if sum(code[k][1] == "vdpbf16ps" for k in range(a, b + 1)) >= MIN_TILE_STEPS]
+
+
+def problems(code, first, last):
+    body = code[first:last + 1]
+    found = []
+    if any(m.startswith("vmov") and REGISTER_MOVE.match(o) for _, m, o in body):
+        found.append("moves accumulators between registers at each step")
+    if any("%zmm" in o and "(%rsp" in o for _, _, o in body):
+        found.append("moves vectors to or from the stack at each step")
+    accumulators = {DOT.search(o).group(1) for _, m, o in body if m == "vdpbf16ps"}
+    before = code[max(0, first - BEFORE_LOOP):first]
+    loaded = {FROM_STACK.search(o).group(1) for _, m, o in before
+              if m.startswith("vmov") and FROM_STACK.search(o)}
+    if loaded & accumulators:
+        found.append(f"loads {len(loaded & accumulators)} of its {len(accumulators)} "
+                     "accumulators from the stack before its loop")
+    return found
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("library")
+    parser.add_argument("--ar", default="ar")
+    parser.add_argument("--objdump", default="objdump")
+    args = parser.parse_args()
+
+    failures, loops, members = [], 0, 0
+    for member, listing in disassemble_members(args.library, "avx512_zen4", args.ar,
+                                               args.objdump):
+        members += 1
+        for name, lines in functions(listing):
+            code = instructions(lines)
+            for first, last in tile_loops(code):
+                loops += 1
+                for problem in problems(code, first, last):
+                    failures.append(f"{member}: {name}: the tile loop at "
+                                    f"{code[first][0]:x} {problem}")
+    if members == 0:
+        print(f"FAIL: {args.library} holds no object built for the AVX512-BF16 variant")
+        return 1
+    if loops == 0:
+        print(f"FAIL: no loop of {MIN_TILE_STEPS} or more vdpbf16ps in {members} objects")
+        return 1
+    for failure in failures:
+        print("FAIL:", failure)
+    print(f"{loops} vdpbf16ps tile loops in {members} objects, {len(failures)} problems")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
