@@ -5,8 +5,8 @@ A register tile's accumulators live in registers from its first step to its last
 schedules are written so that LLVM can keep them there: zeros and first terms at constant places
 (generators/schedule_cpu_tiles.h, TileCopy), no memset in between (generators/llvm_options.cpp).
 When that breaks, nothing fails but speed: LLVM loads the tile from a stack buffer before its
-loop and stores it back after, or moves every accumulator to another register at each step, and the bfloat16
-forward lost up to 6% on a Zen 4 (bench/RESULTS.md, session 89).
+loop and stores it back after, or moves every accumulator to another register at each step, and
+the bfloat16 forward lost up to 6% on a Zen 4 (bench/RESULTS.md, session 89).
 
     check_register_tiles.py LIBRARY.a [--ar PATH] [--objdump PATH]
 
@@ -37,7 +37,7 @@ def instructions(lines):
     out = []
     for line in lines:
         match = INSTRUCTION.match(line)
-        if match:
+        if match and not match.group(2).startswith("R_"):  # not a relocation's line
             out.append((int(match.group(1), 16), match.group(2), match.group(3)))
     return out
 
