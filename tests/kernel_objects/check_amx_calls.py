@@ -13,11 +13,10 @@ Reads every member object of LIBRARY.a built for an AMX target (its name holds
 function that uses a tile register also calls memcpy, memset or memmove. Fails too where the
 archive has no such object or none of them uses tiles, so that the check cannot pass vacuously.
 """
-import argparse
 import re
 import sys
 
-from kernel_objects import disassemble_members, functions
+from kernel_objects import archive_functions, library_arguments, report
 
 # A call as objdump prints it in a linked file, or as the relocation of an object's call.
 CALLS = re.compile(r"(?:\bcall\w*\s.*<|R_X86_64_PLT32\s+)(memcpy|memset|memmove)\b")
@@ -25,34 +24,22 @@ TILE = re.compile(r"\b(tdpb\w+|tileloadd\w*|tilestored|tilezero)\b")
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("library")
-    parser.add_argument("--ar", default="ar")
-    parser.add_argument("--objdump", default="objdump")
-    args = parser.parse_args()
+    args = library_arguments(__doc__)
 
-    failures, tiled, objects = [], 0, 0
-    for member, listing in disassemble_members(args.library, "sapphirerapids", args.ar,
-                                               args.objdump):
-        objects += 1
-        for name, lines in functions(listing):
-            if not any(TILE.search(line) for line in lines):
-                continue
-            tiled += 1
-            calls = sorted({m.group(1) for m in map(CALLS.search, lines) if m})
-            if calls:
-                failures.append(f"{member}: {name} uses AMX tiles and calls {', '.join(calls)}")
-    if objects == 0:
-        print(f"FAIL: {args.library} holds no object built for an AMX target")
-        return 1
-    if tiled == 0:
-        print(f"FAIL: no function of {objects} AMX objects uses a tile register")
-        return 1
-    for failure in failures:
-        print("FAIL:", failure)
-    print(f"{tiled} functions with AMX tiles in {objects} objects, {len(failures)} calling "
-          "memcpy, memset or memmove")
-    return 1 if failures else 0
+    failures, tiled, members = [], 0, set()
+    for member, name, lines in archive_functions(args, "sapphirerapids"):
+        members.add(member)
+        if not any(TILE.search(line) for line in lines):
+            continue
+        tiled += 1
+        calls = sorted({m.group(1) for m in map(CALLS.search, lines) if m})
+        if calls:
+            failures.append(f"{member}: {name} uses AMX tiles and calls {', '.join(calls)}")
+    vacuous = (f"{args.library} holds no object built for an AMX target" if not members else
+               f"no function of {len(members)} AMX objects uses a tile register" if not tiled else
+               None)
+    return report(failures, f"{tiled} functions with AMX tiles in {len(members)} objects, "
+                  f"{len(failures)} calling memcpy, memset or memmove", vacuous)
 
 
 if __name__ == "__main__":

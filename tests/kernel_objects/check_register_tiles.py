@@ -17,11 +17,10 @@ from the stack, or where one of the registers its vdpbf16ps accumulate into is l
 stack in the BEFORE_LOOP instructions before it (the tile's start stored there). Fails too where
 no such loop is found, so that the check cannot pass vacuously.
 """
-import argparse
 import re
 import sys
 
-from kernel_objects import disassemble_members, functions
+from kernel_objects import archive_functions, library_arguments, report
 
 MIN_TILE_STEPS = 8
 BEFORE_LOOP = 48
@@ -74,33 +73,21 @@ def problems(code, first, last):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("library")
-    parser.add_argument("--ar", default="ar")
-    parser.add_argument("--objdump", default="objdump")
-    args = parser.parse_args()
+    args = library_arguments(__doc__)
 
-    failures, loops, members = [], 0, 0
-    for member, listing in disassemble_members(args.library, "avx512_zen4", args.ar,
-                                               args.objdump):
-        members += 1
-        for name, lines in functions(listing):
-            code = instructions(lines)
-            for first, last in tile_loops(code):
-                loops += 1
-                for problem in problems(code, first, last):
-                    failures.append(f"{member}: {name}: the tile loop at "
-                                    f"{code[first][0]:x} {problem}")
-    if members == 0:
-        print(f"FAIL: {args.library} holds no object built for the AVX512-BF16 variant")
-        return 1
-    if loops == 0:
-        print(f"FAIL: no loop of {MIN_TILE_STEPS} or more vdpbf16ps in {members} objects")
-        return 1
-    for failure in failures:
-        print("FAIL:", failure)
-    print(f"{loops} vdpbf16ps tile loops in {members} objects, {len(failures)} problems")
-    return 1 if failures else 0
+    failures, loops, objects = [], 0, set()
+    for member, name, lines in archive_functions(args, "avx512_zen4"):
+        objects.add(member)
+        code = instructions(lines)
+        for first, last in tile_loops(code):
+            loops += 1
+            failures += [f"{member}: {name}: the tile loop at {code[first][0]:x} {problem}"
+                         for problem in problems(code, first, last)]
+    vacuous = (f"{args.library} holds no object built for the AVX512-BF16 variant"
+               if not objects else f"no loop of {MIN_TILE_STEPS} or more vdpbf16ps in "
+               f"{len(objects)} objects" if not loops else None)
+    return report(failures, f"{loops} vdpbf16ps tile loops in {len(objects)} objects, "
+                  f"{len(failures)} problems", vacuous)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """Reading the kernels' objects out of the archive users link, for the checks in this folder."""
+import argparse
 import re
 import subprocess
 import tempfile
@@ -36,3 +37,32 @@ def functions(disassembly):
             lines.append(line)
     if name is not None:
         yield name, lines
+
+
+def library_arguments(doc):
+    """The checks' command line: LIBRARY.a [--ar PATH] [--objdump PATH]."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("library")
+    parser.add_argument("--ar", default="ar")
+    parser.add_argument("--objdump", default="objdump")
+    return parser.parse_args()
+
+
+def report(failures, summary, vacuous=None):
+    """Prints each failure and the summary; the exit status. `vacuous`, where given, says why
+    the check found nothing to check, which fails it."""
+    if vacuous:
+        print("FAIL:", vacuous)
+        return 1
+    for failure in failures:
+        print("FAIL:", failure)
+    print(summary)
+    return 1 if failures else 0
+
+
+def archive_functions(args, name_part):
+    """Yields (member, function name, lines) over the objects that disassemble_members picks,
+    for a check's parsed library_arguments."""
+    for member, listing in disassemble_members(args.library, name_part, args.ar, args.objdump):
+        for name, lines in functions(listing):
+            yield member, name, lines
