@@ -111,14 +111,15 @@ void schedule_register_tile_into(Func acc, Func tile, const LoopLevel &at, const
     if (copy == TileCopy::Unrolled) acc.unroll(cv);
     // With several shapes, each specialization's tile is a constant of its own.
     if (shapes.empty()) acc.bound_extent(columns, vectors * vec).bound_extent(rows, rows_per_tile);
-    int steps = 0;
+    int update = 0;
     if (reduction.first_pair) {
         TileReduction first = reduction;
         first.steps.clear();
         first.pair = reduction.first_pair;
-        order_tile_update(acc.update(steps++).split(columns, cv, cl, vec), cl, cv, rows, first);
+        first.first_pair.reset();
+        order_tile_update(acc.update(update++).split(columns, cv, cl, vec), cl, cv, rows, first);
     }
-    order_tile_update(acc.update(steps).split(columns, cv, cl, vec), cl, cv, rows, reduction);
+    order_tile_update(acc.update(update).split(columns, cv, cl, vec), cl, cv, rows, reduction);
 }
 
 void schedule_register_tile_at(Func acc, const LoopLevel &at, const Var &columns, const Var &rows,
