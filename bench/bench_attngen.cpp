@@ -100,6 +100,10 @@ const int registered = [] {
                                      ATTNGEN_PRECISION_BF16)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();
+        benchmark::RegisterBenchmark(("mha_forward_f16/" + name).c_str(), BM_MhaForward, s,
+                                     ATTNGEN_PRECISION_F16)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
         benchmark::RegisterBenchmark(("sdpa/" + name).c_str(), BM_Sdpa, s)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();

@@ -4,8 +4,9 @@
 // read bandwidth measured in the same process ("bw"), and as a fraction of the rate at which a
 // buffer of the step's size is read again and again ("bw_resident", for steps of at most 256 MiB:
 // the cache's bandwidth where the step fits it); read_bandwidth and resident_read_bandwidth
-// report those on their own. decode_bf16/ runs the same step on a bfloat16 handle (2 bytes per
-// element); decode_length/ runs gpt2-decode's step over caches of other lengths.
+// report those on their own. decode_bf16/ and decode_f16/ run the same step on a bfloat16 and a
+// float16 handle (2 bytes per element); decode_length/ runs gpt2-decode's step over caches of other
+// lengths.
 //
 //   build/bench/attngen_bench --benchmark_filter='decode|read_bandwidth'
 #include <attngen/attngen.h>
@@ -66,6 +67,10 @@ const int registered = [] {
             ->UseRealTime();
         benchmark::RegisterBenchmark((std::string("decode_bf16/") + s.name).c_str(), BM_Decode, s,
                                      ATTNGEN_PRECISION_BF16)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+        benchmark::RegisterBenchmark((std::string("decode_f16/") + s.name).c_str(), BM_Decode, s,
+                                     ATTNGEN_PRECISION_F16)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();
     }
