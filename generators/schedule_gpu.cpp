@@ -339,7 +339,9 @@ void schedule_projection_gpu(ProjectionStage &p, const GpuScheduleKnobs &request
     if (where == ProjectionResult::Inside) p.result.align_bounds(p.o, kWeightPadding);
     if (!p.paired) {
         const std::vector<Var> w = p.weights.args();  // (column, row)
-        p.weights.in(p.acc)
+        // Float16 weights reach acc through their widening (ProjectionStage::weights_widened),
+        // inline here: the staged copy stays in the storage type.
+        p.weights.in(p.weights_widened.defined() ? p.weights_widened : p.acc)
             .compute_at(p.acc, RVar(p.r.x.name() + "_i"))
             .vectorize(w[0])
             .unroll(w[1]);

@@ -181,7 +181,15 @@ ProjectionStage define_projection(const std::string &name, const Func &x, const 
             }
             operand = p.operand;
         }
-        product = operand(p.r.x, p.r.y, row) * weight(o, p.r.y * group_size + p.r.x);
+        const Expr feature = p.r.y * group_size + p.r.x;
+        if (storage == Float(16) && !as_bits) {
+            Var f("f");
+            p.weights_widened = Func(name + "_weights_widened");
+            p.weights_widened(o, f) = weight(o, f);
+            product = operand(p.r.x, p.r.y, row) * p.weights_widened(o, feature);
+        } else {
+            product = operand(p.r.x, p.r.y, row) * weight(o, feature);
+        }
         if (few_rows_path.split > 0) {
             // Feature d = s * split + u of each group; the last s of a group may pass its end,
             // and reads there are clamped and their products dropped.

@@ -65,6 +65,11 @@ struct ProjectionStage {
     // a register tile reads it; a schedule may stage it (Func::in), so that the tiles load
     // float32 as a float32 projection's do.
     Halide::Func weights_f32;
+    // With float16 weights on a CPU (not in pairs): the weights widened to float32 as (o, f),
+    // which the products read. Inline, each weight vector is widened where a register tile reads
+    // it, one instruction with F16C; a schedule may stage it (Func::in), so that the tiles load
+    // float32 as a float32 projection's do.
+    Halide::Func weights_widened;
     // With a StagedPath: for calls of more than its min_outputs outputs (rows x out_features),
     // result is staged_acc, bias(o) + the sum over chunks kb of staged_part(o, n, kb), the
     // products of input features kb * chunk + r_chunk. staged_x(f, n) and staged_w(o, f) are

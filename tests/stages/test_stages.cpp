@@ -575,6 +575,35 @@ TEST(Projection, Avx2FloatTilesReadAStagedCopyOfEachBlock) {
     }
 }
 
+// Float16 weights are widened to float32 once per block of a task where the target has no F16C
+// (SSE4.1, the baseline) or stages the block anyway (AVX2's narrow tiles), and inline, by each
+// register tile, where the target widens a vector in one instruction and reads the block in
+// place (AVX-512): schedule_projection_cpu. The lowered statement shows the widened copy as a
+// buffer of its own, and the products stay exact around blocks, past a task's rows and over
+// groups.
+TEST(Projection, Float16WeightsAreWidenedOncePerBlockWithoutF16C) {
+    if (get_host_target().arch != Target::X86) GTEST_SKIP() << "x86 dispatch variants";
+    const Target host = get_host_target();
+    // The dispatch variants' target strings (cmake/AttngenKernels.cmake): AVX-512 names no F16C.
+    for (const char *name : {"x86-64-linux-sse41", "x86-64-linux", "x86-64-linux-avx2-fma-f16c",
+                             "x86-64-linux-avx512_skylake"}) {
+        const Target t(name);
+        SCOPED_TRACE(t.to_string());
+        const bool avx512 = t.has_feature(Target::AVX512_Skylake);
+        ProjectionPipeline pipeline = ProjectionPipeline::float16(t, {});
+        EXPECT_EQ(lowered_allocates(pipeline, t, "proj_weights_widened", "_intm"), !avx512)
+            << "widened copy of the weights' blocks";
+        const bool runs_here = (!avx512 || host.has_feature(Target::AVX512_Skylake)) &&
+                               (!t.has_feature(Target::AVX2) || host.has_feature(Target::AVX2));
+        if (!runs_here) continue;
+        const attngen::CpuScheduleKnobs k = attngen::resolve_cpu_knobs({}, t);
+        const int task_rows = k.gemm_rows * k.gemm_row_tiles;
+        for (int in : {7, 64, 65, 511, 513, 1030})
+            check_projection(pipeline, task_rows + 1, in, 67);
+        check_projection(pipeline, 5, 1030, 130);
+    }
+}
+
 // Projections with outputs for many groups of panels take row blocks 4x taller than
 // gemm_row_tiles says (schedule_projection_cpu), when their input is too large for the panel
 // tasks: rows on either side of a tall block, outputs past a whole group. Small tiles keep the
