@@ -5,7 +5,7 @@
 // changes within that: per-round ratios of one unchanged shape spread from 0.77 to 2.10 (bench/
 // RESULTS.md, 2026-12-02).
 //
-//     build/bench/attngen_call_server <decode or MHA shape> [bf16]
+//     build/bench/attngen_call_server <decode or MHA shape> [bf16 | f16]
 //
 // It sets the call up, runs it once, and prints "ready" (or "error: <message>" and exits 1).
 // Then each line it reads holds a count n: it runs the call once untimed (the pool's workers
@@ -36,14 +36,18 @@ int fail(const char *what) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        std::fprintf(stderr, "usage: %s <decode or MHA shape> [bf16]\n", argv[0]);
+    // The handle's precision: float32 unless named. Any other word is refused, so that a
+    // request for a precision this build does not know never times float32 in its place.
+    attngen_precision precision = ATTNGEN_PRECISION_F32;
+    if (argc == 3 && std::strcmp(argv[2], "bf16") == 0) precision = ATTNGEN_PRECISION_BF16;
+    if (argc == 3 && std::strcmp(argv[2], "f16") == 0) precision = ATTNGEN_PRECISION_F16;
+    if (argc < 2 || argc > 3 || (argc == 3 && precision == ATTNGEN_PRECISION_F32)) {
+        std::fprintf(stderr, "usage: %s <decode or MHA shape> [bf16 | f16]\n", argv[0]);
         return 2;
     }
-    const bool bf16 = argc > 2 && std::strcmp(argv[2], "bf16") == 0;
     std::string error;
-    const std::function<attngen_status()> call = attngen_bench::named_call(
-        argv[1], bf16 ? ATTNGEN_PRECISION_BF16 : ATTNGEN_PRECISION_F32, error);
+    const std::function<attngen_status()> call =
+        attngen_bench::named_call(argv[1], precision, error);
     if (!call) {
         std::printf("error: set-up: %s\n", error.c_str());
         return 1;

@@ -7,7 +7,7 @@ faster), their quartiles, how many pairs the new build won, and the median ratio
 session (a fresh pair of servers).
 
     scripts/paired_ab.py OLD/bench/attngen_call_server NEW/bench/attngen_call_server \\
-        bert-512,gpt2-decode --pairs 40 [--bf16]
+        bert-512,gpt2-decode --pairs 40 [--bf16 | --f16]
 
 Either side may be a peer instead, served by scripts/peer_call_server.py in --torch-python:
 `peer:ort-gqa`, `peer:torch-eager` (decode shapes), `peer:ort-mha`, `peer:torch-mha`,
@@ -54,12 +54,12 @@ class ServerError(Exception):
 
 
 class Server:
-    def __init__(self, spec: str, shape: str, bf16: bool, torch_python: str):
+    def __init__(self, spec: str, shape: str, precision: str, torch_python: str):
         if spec.startswith(PEER):
             args = [torch_python, os.path.join(HERE, "peer_call_server.py"), spec[len(PEER):]]
         else:
             args = [spec]
-        args += [shape] + (["bf16"] if bf16 else [])
+        args += [shape] + ([] if precision == "f32" else [precision])
         self.name = f"{spec} {shape}"
         try:
             self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -125,14 +125,14 @@ def quartiles(values: list[float]) -> tuple[float, float]:
     return q[0], q[2]
 
 
-def session(old: str, new: str, shape: str, pairs: int, bf16: bool, request_ms: float,
+def session(old: str, new: str, shape: str, pairs: int, precision: str, request_ms: float,
             gap_ms: float, torch_python: str) -> tuple[dict[str, list[float]], int, int]:
     """One pair of fresh servers: each side's request times (us), calls per request, and how
     many requests gave up waiting for both servers to be idle."""
-    servers = {"old": Server(old, shape, bf16, torch_python)}
+    servers = {"old": Server(old, shape, precision, torch_python)}
     busy = 0
     try:
-        servers["new"] = Server(new, shape, bf16, torch_python)
+        servers["new"] = Server(new, shape, precision, torch_python)
         first_us = statistics.median(servers["old"].times_us(3))
         calls = max(1, math.ceil(request_ms * 1e3 / first_us))
         times: dict[str, list[float]] = {"old": [], "new": []}
@@ -147,7 +147,7 @@ def session(old: str, new: str, shape: str, pairs: int, bf16: bool, request_ms: 
     return times, calls, busy
 
 
-def compare(old: str, new: str, shape: str, pairs: int, sessions: int, bf16: bool,
+def compare(old: str, new: str, shape: str, pairs: int, sessions: int, precision: str,
             request_ms: float, gap_ms: float, torch_python: str) -> dict:
     """Both sides' median request times (ms) and the per-pair ratios old / new: their median,
     quartiles, wins of the new side and per-session medians. Raises ServerError."""
@@ -155,7 +155,7 @@ def compare(old: str, new: str, shape: str, pairs: int, sessions: int, bf16: boo
     session_ratios = []
     busy = 0
     for _ in range(sessions):
-        t, calls, b = session(old, new, shape, max(1, pairs // sessions), bf16, request_ms,
+        t, calls, b = session(old, new, shape, max(1, pairs // sessions), precision, request_ms,
                               gap_ms, torch_python)
         busy += b
         for tag in times:
@@ -163,14 +163,18 @@ def compare(old: str, new: str, shape: str, pairs: int, sessions: int, bf16: boo
         session_ratios.append(statistics.median(o / n for o, n in zip(t["old"], t["new"])))
     ratios = [o / n for o, n in zip(times["old"], times["new"])]
     low, high = quartiles(ratios)
-    return {"shape": shape, "bf16": bf16, "old_ms": statistics.median(times["old"]) / 1e3,
+    return {"shape": shape, "precision": precision, "old_ms": statistics.median(times["old"]) / 1e3,
             "new_ms": statistics.median(times["new"]) / 1e3, "ratio": statistics.median(ratios),
             "low": low, "high": high, "won": sum(r > 1.0 for r in ratios), "pairs": len(ratios),
             "sessions": session_ratios, "calls": calls, "busy": busy}
 
 
+def labelled(shape: str, precision: str) -> str:
+    return shape + ("" if precision == "f32" else " " + precision)
+
+
 def describe(r: dict) -> str:
-    return (f"{r['shape'] + (' bf16' if r['bf16'] else ''):22s} old {r['old_ms']:9.3f} ms"
+    return (f"{labelled(r['shape'], r['precision']):22s} old {r['old_ms']:9.3f} ms"
             f"  new {r['new_ms']:9.3f} ms  old/new {r['ratio']:.3f}x (quartiles "
             f"{r['low']:.3f}-{r['high']:.3f}; new faster in {r['won']} of {r['pairs']} pairs; "
             f"per session {', '.join(f'{x:.3f}' for x in r['sessions'])}; {r['calls']} calls "
@@ -187,7 +191,11 @@ def main() -> None:
     p.add_argument("--sessions", type=int, default=3,
                    help="fresh pairs of servers, the pairs shared among them: one process's "
                         "placement in memory can bias a shape that lives in the shared L3")
-    p.add_argument("--bf16", action="store_true", help="bfloat16 handles")
+    handles = p.add_mutually_exclusive_group()
+    handles.add_argument("--bf16", action="store_const", dest="precision", const="bf16",
+                         default="f32", help="bfloat16 handles")
+    handles.add_argument("--f16", action="store_const", dest="precision", const="f16",
+                         help="float16 handles (attngen only: the peers have no float16 form)")
     p.add_argument("--request-ms", type=float, default=20.0,
                    help="about this long per request (at least one call)")
     p.add_argument("--gap-ms", type=float, default=1.0, help="pause before each request")
@@ -199,10 +207,11 @@ def main() -> None:
     for shape in args.shapes.split(","):
         try:
             print(describe(compare(args.old, args.new, shape, args.pairs, args.sessions,
-                                   args.bf16, args.request_ms, args.gap_ms, args.torch_python)),
+                                   args.precision, args.request_ms, args.gap_ms,
+                                   args.torch_python)),
                   flush=True)
         except ServerError as e:  # e.g. a peer that cannot run the shape: the others go on
-            print(f"{shape + (' bf16' if args.bf16 else ''):22s} not compared: {e}", flush=True)
+            print(f"{labelled(shape, args.precision):22s} not compared: {e}", flush=True)
             failed = True
     sys.exit(1 if failed else 0)
 

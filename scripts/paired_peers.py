@@ -63,7 +63,8 @@ def main() -> int:
         for peer in kind["peers"]:
             try:
                 r = paired_ab.compare(paired_ab.PEER + peer, args.server, shape, args.pairs,
-                                      args.sessions, kind["bf16"], args.request_ms, 1.0,
+                                      args.sessions, "bf16" if kind["bf16"] else "f32",
+                                      args.request_ms, 1.0,
                                       args.torch_python)
             except paired_ab.ServerError as e:  # e.g. ORT's MHA cannot return the weights
                 print(f"{shape} {peer}: not compared: {e}", flush=True)
