@@ -555,9 +555,11 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
     // Float16 weights are widened once per block where the target has no F16C (the SSE4.1 and
     // baseline variants), or where the block is staged anyway (AVX2's narrow tiles): inline,
     // each tile widened every weight vector it read, in Halide's emulated conversion (about 20
-    // instructions per 4 weights) on SSE4.1, once per tile of rows.
-    // ATTNGEN_CPU_DISPATCH=sse41, Zen 4, 2 threads, before: mha_forward_f16/bert-128 89.8 ms
-    // against 9.8 for float32 weights.
+    // instructions per 4 weights) on SSE4.1, once per tile of rows, and mha_forward_f16/bert-128
+    // took 89.8 ms against 9.8 for float32 weights. ATTNGEN_CPU_DISPATCH=sse41, Zen 4, 2
+    // threads, scripts/paired_ab.py --f16, 6 pairs in 2 sessions, old/new: tutorial 5.22x,
+    // bert-128 5.48x, bert-512 4.22x, llama3-8b-prefill 5.15x (each 6 of 6); the AVX2 variant
+    // 0.975-1.056x, level (bench/RESULTS.md, 2026-12-07).
     const bool stage_widened_halves =
         p.weights_widened.defined() && (stage_float_blocks || !widens_float16_in_one(target));
     // The reduction in blocks of `block` features (pairs: kShortReductionBlock or a panel's

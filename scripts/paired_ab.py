@@ -163,7 +163,8 @@ def compare(old: str, new: str, shape: str, pairs: int, sessions: int, precision
         session_ratios.append(statistics.median(o / n for o, n in zip(t["old"], t["new"])))
     ratios = [o / n for o, n in zip(times["old"], times["new"])]
     low, high = quartiles(ratios)
-    return {"shape": shape, "precision": precision, "old_ms": statistics.median(times["old"]) / 1e3,
+    return {"shape": shape, "precision": precision,
+            "old_ms": statistics.median(times["old"]) / 1e3,
             "new_ms": statistics.median(times["new"]) / 1e3, "ratio": statistics.median(ratios),
             "low": low, "high": high, "won": sum(r > 1.0 for r in ratios), "pairs": len(ratios),
             "sessions": session_ratios, "calls": calls, "busy": busy}
