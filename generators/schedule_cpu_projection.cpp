@@ -595,15 +595,12 @@ void schedule_projection_cpu(ProjectionStage &p, const Target &target,
             .unroll(nl);
         if (p.weights_f32.defined()) {
             stage_widened_weights(p.weights_f32.in(tile_sums), vec).compute_at(p.acc, yo);
-        } else if (stage_widened_halves) {
-            Func staged = p.weights_widened.in(tile_sums);
-            staged.compute_at(p.acc, xo).vectorize(staged.args()[0], vec,
-                                                   TailStrategy::GuardWithIf);
-        } else if (stage_float_blocks) {
+        } else if (stage_widened_halves || stage_float_blocks) {
             // Each tile column reads 64 bytes of every 256-byte row of its panel's block, a
             // stride that cold weights come from memory at slowly; the copy reads the block
-            // front to back once per task, and the tiles read the copy from L2.
-            Func staged = p.weights.in(tile_sums);
+            // front to back once per task, and the tiles read the copy from L2. Float16 blocks
+            // are copied widened.
+            Func staged = (stage_widened_halves ? p.weights_widened : p.weights).in(tile_sums);
             staged.compute_at(p.acc, xo).vectorize(staged.args()[0], vec,
                                                    TailStrategy::GuardWithIf);
         }
