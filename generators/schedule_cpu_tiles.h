@@ -116,9 +116,9 @@ struct TileShape {
 // scripts/ab_runs.py, 3 rounds, AVX-512, 2 threads, same host: sdpa/ bert-128 1.02x, bert-512
 // 1.03x, bert-512-b8 1.02x, gpt2-causal 1.01x, long-causal 1.04x, long-single 1.03x;
 // mha_forward/ 0.99-1.04x; AVX2 variant, sdpa/ 1.00-1.03x (bench/RESULTS.md, 2026-11-29).
-// The other tiles keep the loops: the decode kernel's (several shapes each) lost with them
-// unrolled, decode/llama3-8b-decode 0.91x (2 rounds); the attention that also returns the
-// weights (schedule_attention_cpu) was not measured apart.
+// So do the two tiles of the attention that also returns the weights (schedule_attention_cpu,
+// since session 91). The decode kernel's tiles (several shapes each) keep the loops: they lost
+// with them unrolled, decode/llama3-8b-decode 0.91x (2 rounds).
 // An unrolled tile's first term (the reduction's first step, which sets the accumulators) is
 // unrolled likewise where it is a float32 product. In a loop over each row's vectors it went
 // through a stack buffer, a multiply and a store per vector and then a load of each before the
