@@ -9,6 +9,13 @@ for d in avx512 avx2 avx512 avx2; do
     ATTNGEN_CPU_DISPATCH=$d build/bench/attngen_bench --benchmark_min_time=1 \
         --benchmark_filter='^(projection|mha_forward|sdpa)/(bert-512|bert-512-b8|long-single)/|fma_peak/|fma_peak_avx2'
 done
+# paired_fp32.txt, paired_bf16.txt: OLD is this tree's build at f8af876~2 (before 3d11630)
+.venv/bin/python scripts/paired_ab.py OLD/bench/attngen_call_server build/bench/attngen_call_server \
+    tutorial,tutorial-cross,bert-128,bert-512,bert-512-b8,gpt2-causal,long-causal,long-single \
+    [--bf16] --pairs 8 --sessions 2 --request-ms 60
+# paired_weights_tiles.txt: OLD is the build at 3d11630, NEW at 3a2b6db (10, then 20 pairs)
+.venv/bin/python scripts/paired_ab.py OLD/bench/attngen_call_server build/bench/attngen_call_server \
+    tutorial,tutorial-cross [--bf16] --pairs 20 --sessions 4 --request-ms 60
 # avx2_vs_avx512_threads.txt: one fused-forward projection per setting in one process
 # (bench/cpu_experiments/sdpa_knobs_ab.sh), 512 x 768 x 768, on 1 and 2 threads
 TARGET=x86-64-linux-avx2-fma-f16c-user_context-no_runtime KERNEL=projection \
