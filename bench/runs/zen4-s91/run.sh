@@ -9,7 +9,7 @@ for d in avx512 avx2 avx512 avx2; do
     ATTNGEN_CPU_DISPATCH=$d build/bench/attngen_bench --benchmark_min_time=1 \
         --benchmark_filter='^(projection|mha_forward|sdpa)/(bert-512|bert-512-b8|long-single)/|fma_peak/|fma_peak_avx2'
 done
-# paired_fp32.txt, paired_bf16.txt: OLD is this tree's build at f8af876~2 (before 3d11630)
+# paired_fp32.txt, paired_bf16.txt: OLD is the build at d183458 (before 3d11630)
 .venv/bin/python scripts/paired_ab.py OLD/bench/attngen_call_server build/bench/attngen_call_server \
     tutorial,tutorial-cross,bert-128,bert-512,bert-512-b8,gpt2-causal,long-causal,long-single \
     [--bf16] --pairs 8 --sessions 2 --request-ms 60
