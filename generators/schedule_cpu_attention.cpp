@@ -341,8 +341,7 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
     // tutorial-cross 0.997x and 1.016x; mha_forward_bf16/ 1.035x and 1.020x, 1.007x and 1.016x.
     schedule_query_tile(a.packed, LoopLevel(softmax_root, block), vec);
     schedule_register_tile_at(a.packed.score, LoopLevel(softmax_root, block), j, i, a.packed.r_dot,
-                              knobs.score_vectors, knobs.score_rows, vec, score_shapes, {},
-                              TileCopy::Unrolled);
+                              knobs.score_vectors, knobs.score_rows, vec, score_shapes);
 
     // Row reductions: kReductionLanes partial results per row, whole vectors; the tail (fewer
     // than kReductionLanes keys per row) in one vector of as many lanes.
@@ -375,7 +374,7 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
     a.out.compute_root().vectorize(c, vec, TailStrategy::GuardWithIf);
     const std::vector<Expr> in_place = values_in_place(a.packed, knobs, target);
     schedule_register_tile_at(a.out_acc, LoopLevel(a.out, block), c, i, a.r_keys, knobs.out_vectors,
-                              knobs.out_rows, vec, {}, in_place, TileCopy::Unrolled);
+                              knobs.out_rows, vec, {}, in_place);
     align_value_tiles(a.packed, a.out_acc.in(), c);
 }
 
@@ -446,7 +445,7 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
         schedule_register_tile_into(
             a.packed.score, a.block_logits, key_block_step, j, i, jj, i,
             TileReduction(a.packed.r_dot, a.packed.paired, target, a.packed.r_dot_first),
-            knobs.score_vectors, knobs.score_rows, vec, {}, {unmasked}, TileCopy::Unrolled);
+            knobs.score_vectors, knobs.score_rows, vec, {}, {unmasked});
     }
     // On AMX the sums' lanes are the last group's running sums in block_probs, inlined.
     for (Func f : {a.max_lanes, a.sum_lanes}) {
@@ -501,7 +500,7 @@ void schedule_flash_attention_cpu(FlashAttentionStage &a, const Target &target,
         schedule_register_tile_at(
             a.block_out, key_block_step, c, ii,
             TileReduction(a.r_block_keys, a.packed.paired, target, a.r_block_keys_first),
-            knobs.out_vectors, knobs.out_rows, vec, {}, in_place, TileCopy::Unrolled);
+            knobs.out_vectors, knobs.out_rows, vec, {}, in_place);
         align_value_tiles(a.packed, a.block_out.in(), c);
         per_key_block.push_back(a.block_out.in());
         // One key block of one query block per step: a constant-size tile that LLVM can keep

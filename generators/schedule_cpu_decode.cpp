@@ -85,7 +85,7 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
     // up (scripts/ab_runs.py, 3 rounds, AVX-512, 2 threads, Zen 4; bench/RESULTS.md).
     const Expr one_row = a.rows == 1;
     schedule_register_tile_at(a.score, at, j, r, a.r_dot, score_vectors, score_rows, vec,
-                              {{one_row, score_vectors, 1}});
+                              {{one_row, score_vectors, 1}}, {}, TileCopy::Loops);
     a.logit.compute_at(at).vectorize(j, vec);
     for (Func f : {a.max_lanes, a.sum_lanes}) {
         f.compute_at(at).vectorize(u, vec);
@@ -118,7 +118,8 @@ void schedule_decode_attention_cpu(DecodeAttentionStage &a, const Target &target
     std::vector<TileShape> shapes;
     if (wide != narrow) shapes = {{one_row && wider, wide, 1}, {wider, wide, 2}};
     shapes.push_back({one_row, narrow, 1});
-    schedule_register_tile_at(a.split_acc, at, c, r, a.r_keys, narrow, 2, vec, shapes);
+    schedule_register_tile_at(a.split_acc, at, c, r, a.r_keys, narrow, 2, vec, shapes, {},
+                              TileCopy::Loops);
 
     // The merge, per key/value head and batch row; in parallel only for many splits. Each
     // parallel loop of a step wakes the other threads and waits for them, and with few splits

@@ -117,8 +117,8 @@ struct TileShape {
 // 1.03x, bert-512-b8 1.02x, gpt2-causal 1.01x, long-causal 1.04x, long-single 1.03x;
 // mha_forward/ 0.99-1.04x; AVX2 variant, sdpa/ 1.00-1.03x (bench/RESULTS.md, 2026-11-29).
 // So do the two tiles of the attention that also returns the weights (schedule_attention_cpu,
-// since session 91). The decode kernel's tiles (several shapes each) keep the loops: they lost
-// with them unrolled, decode/llama3-8b-decode 0.91x (2 rounds).
+// since session 91), so Unrolled is the default. The decode kernel's tiles (several shapes each)
+// ask for the loops: they lost unrolled, decode/llama3-8b-decode 0.91x (2 rounds).
 // An unrolled tile's first term (the reduction's first step, which sets the accumulators) is
 // unrolled likewise where it is a float32 product. In a loop over each row's vectors it went
 // through a stack buffer, a multiply and a store per vector and then a load of each before the
@@ -155,7 +155,7 @@ void schedule_register_tile_at(Halide::Func acc, const Halide::LoopLevel &at,
                                const TileReduction &reduction, int vectors, int rows_per_tile,
                                int vec, const std::vector<TileShape> &shapes = {},
                                const std::vector<Halide::Expr> &when = {},
-                               TileCopy copy = TileCopy::Loops);
+                               TileCopy copy = TileCopy::Unrolled);
 
 // schedule_register_tile_into: the tiles are those of `tile`, a pure Func over (tile_columns,
 // tile_rows) in place of the wrapper, which reads each accumulator of acc once, at the same
@@ -167,7 +167,7 @@ void schedule_register_tile_into(Halide::Func acc, Halide::Func tile, const Hali
                                  const TileReduction &reduction, int vectors, int rows_per_tile,
                                  int vec, const std::vector<TileShape> &shapes = {},
                                  const std::vector<Halide::Expr> &when = {},
-                                 TileCopy copy = TileCopy::Loops);
+                                 TileCopy copy = TileCopy::Unrolled);
 
 // An AMX product (ProjectionStage::amx_tiles, AmxAttention): `out`(x, y, t, ...), the copy of
 // `tiles` to memory, computed at `at` in tiles of kAmxTile x kAmxTile over (x, y), the tiles of

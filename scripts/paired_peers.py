@@ -29,10 +29,10 @@ import paired_ab  # noqa: E402
 from peer_worker import TORCH_AVX2_ENV  # noqa: E402  (standard library only)
 from named_shapes import read_decode_shapes, read_named_shapes  # noqa: E402
 KINDS = {
-    "mha": {"peers": ["ort-mha", "torch-mha", "torch-sdpa-mha"], "bf16": False, "env": {}},
-    "bf16": {"peers": ["torch-mha", "torch-sdpa-mha"], "bf16": True, "env": {}},
-    "decode": {"peers": ["ort-gqa", "torch-eager"], "bf16": False, "env": {}},
-    "avx2": {"peers": ["torch-mha", "torch-sdpa-mha"], "bf16": False,
+    "mha": {"peers": ["ort-mha", "torch-mha", "torch-sdpa-mha"], "precision": "f32", "env": {}},
+    "bf16": {"peers": ["torch-mha", "torch-sdpa-mha"], "precision": "bf16", "env": {}},
+    "decode": {"peers": ["ort-gqa", "torch-eager"], "precision": "f32", "env": {}},
+    "avx2": {"peers": ["torch-mha", "torch-sdpa-mha"], "precision": "f32",
              "env": dict(TORCH_AVX2_ENV, ATTNGEN_CPU_DISPATCH="avx2")},
 }
 
@@ -63,8 +63,7 @@ def main() -> int:
         for peer in kind["peers"]:
             try:
                 r = paired_ab.compare(paired_ab.PEER + peer, args.server, shape, args.pairs,
-                                      args.sessions, "bf16" if kind["bf16"] else "f32",
-                                      args.request_ms, 1.0,
+                                      args.sessions, kind["precision"], args.request_ms, 1.0,
                                       args.torch_python)
             except paired_ab.ServerError as e:  # e.g. ORT's MHA cannot return the weights
                 print(f"{shape} {peer}: not compared: {e}", flush=True)
