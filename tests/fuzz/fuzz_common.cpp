@@ -94,8 +94,7 @@ int32_t PickSize(FuzzedDataProvider &in, int32_t lo, int32_t hi) {
 
 std::vector<float> MakeTensor(FuzzedDataProvider &in, DataSource &src, size_t n) {
     std::vector<float> t(n);
-    std::uniform_real_distribution<float> uniform(-src.magnitude, src.magnitude);
-    for (float &x : t) x = uniform(src.gen);
+    for (float &x : t) x = src.gen.symmetric(src.magnitude);
     const int count = n ? in.ConsumeIntegralInRange(0, src.specials) : 0;
     for (int s = 0; s < count; ++s) {
         const size_t at = in.ConsumeIntegralInRange<size_t>(0, n - 1);
@@ -154,11 +153,10 @@ void MakeMask(FuzzedDataProvider &in, DataSource &src, MaskStorage &m, int32_t b
                         : kTinyElements;
         const uint32_t neg_inf_density = in.ConsumeIntegralInRange<uint32_t>(0, 16);
         const float range = in.ConsumeBool() ? 4.0f : 1e30f;
-        std::uniform_real_distribution<float> uniform(-range, range);
         m.additive.resize(n);
         for (float &a : m.additive) {
             a = (src.gen() % 16) < neg_inf_density ? -std::numeric_limits<float>::infinity()
-                                                   : uniform(src.gen);
+                                                   : src.gen.symmetric(range);
         }
         const int count = in.ConsumeIntegralInRange(0, src.specials);
         for (int s = 0; s < count; ++s)
