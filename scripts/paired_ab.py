@@ -16,6 +16,13 @@ OLD, old/new is attngen's speed-up over it:
 
     scripts/paired_ab.py peer:ort-gqa build/bench/attngen_call_server gpt2-decode
 
+A server may take variables of its own, NAME=VALUE[,NAME=VALUE]@server: with one build on two
+CPU variants, old/new is the second variant's speed-up over the first (issue 18's AVX2 variant
+against the AVX-512 one, whose FMA peaks are the same on a Zen 4):
+
+    scripts/paired_ab.py ATTNGEN_CPU_DISPATCH=avx2@build/bench/attngen_call_server \\
+        ATTNGEN_CPU_DISPATCH=avx512@build/bench/attngen_call_server bert-512
+
 Each request runs the call once untimed (the server's pool may have slept while the other
 server ran) and then enough times for about --request-ms; its time is the median of those.
 Before each request, both servers' threads must have gone idle: ONNX Runtime's spun for 45-140
@@ -37,6 +44,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEER = "peer:"
+# Separates a server from variables set for it alone: ATTNGEN_CPU_DISPATCH=avx2@build/bench/
+# attngen_call_server against the same server with avx512 pairs the CPU variants call by call.
+ENV_SIDE = "@"
 # A server counts as idle once its threads ran less than this fraction of one core in each of
 # IDLE_WINDOWS windows of IDLE_WINDOW_S in a row: a spinning thread's schedstat time advances at
 # the scheduler's ticks (every 1-10 ms), so one short window could miss it. A request waits at
@@ -55,15 +65,25 @@ class ServerError(Exception):
 
 class Server:
     def __init__(self, spec: str, shape: str, precision: str, torch_python: str):
+        env = None
         if spec.startswith(PEER):
             args = [torch_python, os.path.join(HERE, "peer_call_server.py"), spec[len(PEER):]]
         else:
-            args = [spec]
+            # NAME=VALUE[,NAME=VALUE]@server: this side's own environment (ENV_SIDE).
+            assignments, _, server = spec.rpartition(ENV_SIDE)
+            if assignments:
+                env = dict(os.environ)
+                for assignment in assignments.split(","):
+                    name, equals, value = assignment.partition("=")
+                    if not equals:
+                        raise ServerError(f"{spec}: {assignment!r} is not NAME=VALUE")
+                    env[name] = value
+            args = [server]
         args += [shape] + ([] if precision == "f32" else [precision])
         self.name = f"{spec} {shape}"
         try:
             self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         text=True, bufsize=1)
+                                         text=True, bufsize=1, env=env)
         except OSError as e:  # e.g. no .venv-torch
             raise ServerError(f"{self.name}: cannot start {args[0]}: {e}") from e
         line = self.proc.stdout.readline().strip()
@@ -185,8 +205,9 @@ def describe(r: dict) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("old", help="the old build's attngen_call_server, or peer:<impl>")
-    p.add_argument("new", help="the new build's attngen_call_server, or peer:<impl>")
+    p.add_argument("old", help="the old build's attngen_call_server (NAME=VALUE@ before it: "
+                               "variables for it alone), or peer:<impl>")
+    p.add_argument("new", help="the new build's attngen_call_server, likewise")
     p.add_argument("shapes", help="comma-separated named shapes (MHA or decode)")
     p.add_argument("--pairs", type=int, default=30, help="pairs of requests in all")
     p.add_argument("--sessions", type=int, default=3,
