@@ -275,8 +275,37 @@ class AttngenGenerator : public Generator<T> {
             return a.out;
         }
         const bool cpu_schedule = !t.has_gpu_feature() && !this->using_autoscheduler();
-        AttentionStage a = define_attention(q, k, v, dk, dv, q_len, kv_len, group, scale, mask,
-                                            cpu_schedule ? cpu_value_tile(cpu_knobs(), t) : 0);
+        // A bfloat16 handle's scores and values multiply its heads rounded to bfloat16 on every
+        // target, as its flash kernel does: in pairs where vdpbf16ps takes them, elsewhere as
+        // float32 products of the rounded values (stored so by a CPU's projections, rounded
+        // here on a GPU). The probabilities, being the weights output, stay float32. In pairs,
+        // the keys' transposing copy moves 32-bit words of two features (k_pairs), half the
+        // elements of float32 keys: attngen_parallel_timeline tutorial bf16, Zen 4, two
+        // alternations, 102-120 -> 72-82 us, the scores' loop level (its halved products
+        // offset by the queries' pairs); scripts/paired_ab.py --bf16, 16 pairs in 2 sessions,
+        // old/new: tutorial 1.023x (14 of 16), tutorial-cross 1.008x (13 of 16), bert-128
+        // (no weights output) 1.001x; the AVX-512 and AVX2 variants (float32 products of
+        // bfloat16 heads), 10 pairs: tutorial 1.015x and 1.008x, tutorial-cross 0.995x and
+        // 1.006x.
+        const bool paired_scores =
+            cpu_schedule && products == BFloat(16) && has_bfloat16_dot_product(t);
+        const auto operand = [&](const Func &heads) {
+            if (paired_scores || (products == Float(32) && heads.type() == Float(32))) {
+                return heads;
+            }
+            const std::vector<Var> args = heads.args();
+            Func rounded(heads.name() + "_operand");
+            // On a GPU in integer arithmetic: its kernels hold no 16-bit float type.
+            const Expr x = heads(args);
+            rounded(args) = heads.type() != Float(32) ? cast<float>(x)
+                            : t.has_gpu_feature()     ? round_operand_bits(x, products)
+                                                      : round_operand(x, products);
+            return rounded;
+        };
+        AttentionStage a =
+            define_attention(operand(q), operand(k), operand(v), dk, dv, q_len, kv_len, group,
+                             scale, mask, cpu_schedule ? cpu_value_tile(cpu_knobs(), t) : 0,
+                             paired_scores ? products : Float(32));
         if (weights != nullptr) *weights = a.probs;
         if (this->using_autoscheduler()) return a.out;
         if (t.has_gpu_feature()) {
@@ -501,17 +530,20 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         // anything multiplies them, so they are stored so: half the bytes written and read again
         // (scripts/ab_runs.py, 2 rounds, Intel Xeon with AMX, 2 threads: mha_forward_bf16
         // bert-512-b8 1.04x, bert-512 and gpt2-causal 1.05x, tutorial level). Rotated heads are
-        // then rotated from the rounded values and rounded again. With the weights output the
-        // attention multiplies float32 (define_attention), and takes the heads unrounded; an
-        // autoscheduled kernel (no flash kernel either) takes them rounded, as bfloat16 products
-        // would.
+        // then rotated from the rounded values and rounded again. So are they with the weights
+        // output, whose attention (define_attention) multiplies them rounded as well (see
+        // attention()), but in an autoscheduled kernel, which rounds them there itself.
         // The flash kernel's output likewise: the output projection rounds its operand to
         // bfloat16 (define_projection), so the kernel stores it rounded, the same bits in half
         // the bytes. scripts/paired_ab.py, Zen 5, old/new: mha_forward_bf16/long-causal 1.015x
         // twice (9 of 10 and 13 of 16 pairs), the other shapes level (0.988-1.011x).
         const bool bf16_flash =
             precision == Precision::BF16 && !weights_output && !get_target().has_gpu_feature();
-        if (bf16_flash) {
+        // With the weights output too (attention() multiplies them rounded), but for the
+        // autoscheduler's kernels, which took them as float32 there before.
+        const bool bf16_heads = precision == Precision::BF16 && !get_target().has_gpu_feature() &&
+                                (!weights_output || !this->using_autoscheduler());
+        if (bf16_heads) {
             for (ProjectionStage *p : {&pq, &pk, &pv}) store_result_as(*p, BFloat(16));
         }
         Func qh = split_heads("q_heads", pq.result, hd, q_len);

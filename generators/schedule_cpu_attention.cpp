@@ -52,6 +52,10 @@ constexpr int kPackingMaxHeadsPerTask = 16;
 
 // The rows of the weights' score tile for calls of few queries (schedule_attention_cpu).
 constexpr int kFewQueriesTileRows = 12;
+// The same with scores in vdpbf16ps pairs: 12 rows by 2 vectors fit 32 registers by
+// tile_fits' count, but LLVM kept one of the 24 accumulators on the stack
+// (kernel_objects.bf16_register_tiles_stay_in_registers), as it did the projections' 4 x 6.
+constexpr int kFewQueriesPairedTileRows = 10;
 
 // Keys transposed, into panels (jl, d, jp, h, b) where the attention asked for them
 // (PackedScore::k_panels) or to (j, d, h, b), and values copied to panels of a tile's features
@@ -105,6 +109,9 @@ void schedule_key_value_packing(const PackedScore &p, int vec, bool keys_read_on
         schedule_transpose(keys, p.k_source, k[0], k[1], p.dk, vec, TailStrategy::RoundUp,
                            p.sources_unrotated);
     }
+    // Pairs of keys may come with float32 values (PackedScore's float_values): those are
+    // packed as float32 products' values are.
+    const bool paired_values = p.paired && v_packed.dimensions() == 5;
     if (p.v_panels.defined()) {
         // Row by row: each value row is read once, front to back, into value_tile-wide runs.
         Func panels = p.v_panels;
@@ -115,16 +122,16 @@ void schedule_key_value_packing(const PackedScore &p, int vec, bool keys_read_on
             .fuse(w[3], w[4], hb)
             .parallel(hb, heads_per_task, TailStrategy::GuardWithIf)
             .vectorize(w[0], vec);
-        return;
-    }
-    if (!p.paired) {
+    } else if (!paired_values) {
         v_packed.compute_root()
             .fuse(v[2], v[3], hb)
             .parallel(hb, heads_per_task, TailStrategy::GuardWithIf)
             .vectorize(v[0], vec);
-        return;
     }
-    for (Func pairs : {k_packed, v_packed}) {
+    if (!p.paired) return;
+    std::vector<Func> all_pairs = {k_packed};
+    if (paired_values) all_pairs.push_back(v_packed);
+    for (Func pairs : all_pairs) {
         const std::vector<Var> a = pairs.args();  // (e, j or c, p, h, b)
         Var outer("outer"), inner("inner");
         pairs.compute_root()
@@ -327,10 +334,10 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
     // 263, 216 -> 192, 255 -> 237 us; scripts/paired_ab.py, 60 pairs: mha_forward_bf16/tutorial
     // 1.018x (45 of 60), mha_forward/tutorial level (0.999x, a 5 ms call).
     std::vector<TileShape> score_shapes;
-    if (kFewQueriesTileRows > knobs.score_rows &&
-        tile_fits(knobs.score_vectors, kFewQueriesTileRows, target)) {
-        score_shapes.push_back({a.q_len > knobs.score_rows && a.q_len <= kFewQueriesTileRows,
-                                knobs.score_vectors, kFewQueriesTileRows});
+    const int few_rows = a.packed.paired ? kFewQueriesPairedTileRows : kFewQueriesTileRows;
+    if (few_rows > knobs.score_rows && tile_fits(knobs.score_vectors, few_rows, target)) {
+        score_shapes.push_back(
+            {a.q_len > knobs.score_rows && a.q_len <= few_rows, knobs.score_vectors, few_rows});
     }
     // Both tiles of this path unrolled from their first term (TileCopy): with it in a loop,
     // each tile's accumulators were stored to a stack buffer and loaded from it before the
@@ -340,8 +347,10 @@ void schedule_attention_cpu(AttentionStage &a, const Target &target,
     // scripts/paired_ab.py, 10 and 20 pairs, old/new: mha_forward/tutorial 0.978x and 1.007x,
     // tutorial-cross 0.997x and 1.016x; mha_forward_bf16/ 1.035x and 1.020x, 1.007x and 1.016x.
     schedule_query_tile(a.packed, LoopLevel(softmax_root, block), vec);
-    schedule_register_tile_at(a.packed.score, LoopLevel(softmax_root, block), j, i, a.packed.r_dot,
-                              knobs.score_vectors, knobs.score_rows, vec, score_shapes);
+    schedule_register_tile_at(
+        a.packed.score, LoopLevel(softmax_root, block), j, i,
+        TileReduction(a.packed.r_dot, a.packed.paired, target, a.packed.r_dot_first),
+        knobs.score_vectors, knobs.score_rows, vec, score_shapes);
 
     // Row reductions: kReductionLanes partial results per row, whole vectors; the tail (fewer
     // than kReductionLanes keys per row) in one vector of as many lanes.

@@ -708,7 +708,7 @@ PackedScore finish_float_score(PackedScore &p, const Func &q, const Expr &q_len,
 PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, const Expr &dk,
                                 const Expr &dv, const Expr &q_len, const Expr &kv_len,
                                 const Expr &group, const Type &products, bool key_panels,
-                                int value_tile, bool float_operand) {
+                                int value_tile, bool float_operand, bool float_values) {
     if (products != Float(32) && products != BFloat(16)) {
         throw CompileError("attention products in " + type_name(products) +
                            ": only float32 and bfloat16 are defined");
@@ -724,6 +724,11 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
     const auto operand = [&](const Expr &x) {
         if (p.paired) return cast(products, x);
         return p.rounded ? round_operand(x, products) : x;
+    };
+    // The values' operand: as the keys', or float32 as given where the values stay float32.
+    const bool paired_values = p.paired && !float_values;
+    const auto value_operand = [&](const Expr &x) {
+        return p.paired ? cast<float>(x) : operand(x);
     };
     Var j("j"), i("i"), c("c"), d("d"), h("h"), b("b"), e("e"), pair("p");
     // Packing clamps the indices a schedule rounds up (whole vectors of features, register
@@ -765,10 +770,12 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         p.k_word_rows(j, pair, h, b) = p.k_words(pair, j, h, b);
         p.k_packed = Func("k_pairs");
         p.k_packed(e, j, pair, h, b) = word_half(p.k_word_rows(j, pair, h, b), e, products);
-        p.v_packed = Func("v_pairs");
-        p.v_packed(e, c, pair, h, b) =
-            cast(products, v(clamp(c, 0, dv - 1), clamp(2 * pair + e, 0, kv_len - 1), h, b));
-        p.values = p.v_packed;
+        if (paired_values) {
+            p.v_packed = Func("v_pairs");
+            p.v_packed(e, c, pair, h, b) =
+                cast(products, v(clamp(c, 0, dv - 1), clamp(2 * pair + e, 0, kv_len - 1), h, b));
+            p.values = p.v_packed;
+        }
         // An even dk reads the queries' features as they are, so that a specialization on it
         // loads them as vectors, not one by one.
         const Expr feature = 2 * pair + e;
@@ -792,9 +799,8 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         p.score(j, i, h, b) = 0.0f;
         p.score(j, i, h, b) += pair_product(p.r_dot_first, 0);
         p.score(j, i, h, b) += pair_product(p.r_dot.x, p.r_dot.y);
-        return p;
-    }
-    if (key_panels) {
+        if (paired_values) return p;
+    } else if (key_panels) {
         Var jl("jl"), jp("jp");
         p.k_panels = Func("k_panels");
         p.k_panels(jl, d, jp, h, b) = k_rows(d, jp * kKeyPanel + jl, h, b);
@@ -804,7 +810,7 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         p.k_packed = p.k_transposed;
     }
     p.v_packed = Func("v_packed");
-    p.v_packed(c, j, h, b) = operand(v(clamp(c, 0, dv - 1), key_row, h, b));
+    p.v_packed(c, j, h, b) = value_operand(v(clamp(c, 0, dv - 1), key_row, h, b));
     p.values = p.v_packed;
     if (value_tile > 0) {
         // A register tile narrower than the head reads a slice of every value row, so its keys'
@@ -831,12 +837,13 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         p.value_tile = value_tile;
         Var cl("cl"), cp("cp");
         p.v_panels = Func("v_panels");
-        p.v_panels(cl, j, cp, h, b) = operand(v(min(cp * value_tile + cl, dv - 1), key_row, h, b));
+        p.v_panels(cl, j, cp, h, b) =
+            value_operand(v(min(cp * value_tile + cl, dv - 1), key_row, h, b));
         p.values = Func("values");
         if (p.rounded) {
             // Rounded values are a copy: never read in place.
             p.values(c, j, h, b) = p.v_panels(c % value_tile, j, c / value_tile, h, b);
-            return finish_float_score(p, q, q_len, operand);
+            return p.paired ? p : finish_float_score(p, q, q_len, operand);
         }
         // Only a short head is read in place, one tile wide or several. Longer heads are copied
         // into panels, which attngen allocates aligned to the cache line: a caller's rows need not
@@ -857,17 +864,18 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         const Expr feature =
             select(p.values_in_place, unsafe_promise_clamped(c, 0, dv - 1), clamp(c, 0, dv - 1));
         const Expr key_in_place = min(likely(j), kv_len - 1);
-        p.values(c, j, h, b) = select(p.values_in_place, v(feature, key_in_place, h, b),
-                                      p.v_panels(c % value_tile, j, c / value_tile, h, b));
+        p.values(c, j, h, b) =
+            select(p.values_in_place, value_operand(v(feature, key_in_place, h, b)),
+                   p.v_panels(c % value_tile, j, c / value_tile, h, b));
     }
 
-    return finish_float_score(p, q, q_len, operand);
+    return p.paired ? p : finish_float_score(p, q, q_len, operand);
 }
 
 AttentionStage define_attention(const Func &q, const Func &k, const Func &v, const Expr &dk,
                                 const Expr &dv, const Expr &q_len, const Expr &kv_len,
                                 const Expr &group, const Expr &scale, const MaskInputs &mask,
-                                int value_tile) {
+                                int value_tile, const Type &products) {
     AttentionStage a;
     const Var &j = a.j, &i = a.i, &c = a.c, &h = a.h, &b = a.b, &u = a.u;
     a.dk = dk;
@@ -876,8 +884,8 @@ AttentionStage define_attention(const Func &q, const Func &k, const Func &v, con
     a.kv_len = kv_len;
     a.mask = mask;
 
-    a.packed =
-        define_packed_score(q, k, v, dk, dv, q_len, kv_len, group, Float(32), false, value_tile);
+    a.packed = define_packed_score(q, k, v, dk, dv, q_len, kv_len, group, products, false,
+                                   value_tile, false, true);
 
     const MaskedLogits logits = define_masked_logits(a.packed.score, scale, mask, q_len, kv_len);
     const Func &masked = logits.masked, &masked_logit = logits.masked_logit;

@@ -319,6 +319,9 @@ MaskInputs key_lengths_mask(const Halide::Func &kv_lengths, const Halide::Expr &
 // (e, p, i, h, b), feature 2 p + e of query i in bfloat16, 0 past dk; and r_dot runs over
 // (e, p) from the second pair, the first pair (r_dot_first over e) an update of its own ahead of
 // it, so that a register tile's accumulators start from a product (TileReduction::first_pair).
+// With float_values, only the keys and queries come in pairs: the values stay float32 as given
+// (v_packed, v_panels and `values` as for float32 products), for a product whose other operand
+// is float32 (define_attention's probabilities, which are its weights output).
 struct PackedScore {
     // The keys, (d, j, hk, b): a Func of unclamped j that reads k at j clamped to kv_len - 1,
     // which the transposing copy stages (schedule_transpose); paired, in bfloat16
@@ -385,7 +388,7 @@ PackedScore define_packed_score(const Halide::Func &q, const Halide::Func &k, co
                                 const Halide::Expr &group,
                                 const Halide::Type &products = Halide::Float(32),
                                 bool key_panels = false, int value_tile = 0,
-                                bool float_operand = false);
+                                bool float_operand = false, bool float_values = false);
 
 // The logits score * scale + additive mask, and which of them are masked (causal, key lengths,
 // boolean mask, or an additive -inf), as Funcs of (j, i, h, b). Keys past kv_len are masked.
@@ -440,11 +443,15 @@ struct AttentionStage {
     MaskInputs mask;
 };
 
+// products: Float(32), or BFloat(16) for scores from queries and keys in pairs (a target with a
+// bfloat16 dot product); the probabilities, being the weights output, and the values they
+// multiply stay float32 either way.
 AttentionStage define_attention(const Halide::Func &q, const Halide::Func &k, const Halide::Func &v,
                                 const Halide::Expr &dk, const Halide::Expr &dv,
                                 const Halide::Expr &q_len, const Halide::Expr &kv_len,
                                 const Halide::Expr &group, const Halide::Expr &scale,
-                                const MaskInputs &mask, int value_tile = 0);
+                                const MaskInputs &mask, int value_tile = 0,
+                                const Halide::Type &products = Halide::Float(32));
 
 // AmxAttention's keys and values rows come in groups of this many, each within one tile's run
 // (a run's pair rows are a multiple of it): a schedule that splits the rows by it finds each
