@@ -539,8 +539,8 @@ class MhaForwardGenerator : public AttngenGenerator<MhaForwardGenerator> {
         // twice (9 of 10 and 13 of 16 pairs), the other shapes level (0.988-1.011x).
         const bool bf16_flash =
             precision == Precision::BF16 && !weights_output && !get_target().has_gpu_feature();
-        // With the weights output too (attention() multiplies them rounded), but for the
-        // autoscheduler's kernels, which took them as float32 there before.
+        // With the weights output too, but in an autoscheduler's kernel: attention() rounds
+        // its float32 heads itself.
         const bool bf16_heads = precision == Precision::BF16 && !get_target().has_gpu_feature() &&
                                 (!weights_output || !this->using_autoscheduler());
         if (bf16_heads) {

@@ -843,7 +843,7 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         if (p.rounded) {
             // Rounded values are a copy: never read in place.
             p.values(c, j, h, b) = p.v_panels(c % value_tile, j, c / value_tile, h, b);
-            return p.paired ? p : finish_float_score(p, q, q_len, operand);
+            return finish_float_score(p, q, q_len, operand);
         }
         // Only a short head is read in place, one tile wide or several. Longer heads are copied
         // into panels, which attngen allocates aligned to the cache line: a caller's rows need not
