@@ -109,9 +109,9 @@ void schedule_key_value_packing(const PackedScore &p, int vec, bool keys_read_on
         schedule_transpose(keys, p.k_source, k[0], k[1], p.dk, vec, TailStrategy::RoundUp,
                            p.sources_unrotated);
     }
-    // Pairs of keys may come with float32 values (PackedScore's float_values): those are
+    // Pairs of keys may come with float32 values (PackedScore::float_values): those are
     // packed as float32 products' values are.
-    const bool paired_values = p.paired && v_packed.dimensions() == 5;
+    const bool paired_values = p.paired && !p.float_values;
     if (p.v_panels.defined()) {
         // Row by row: each value row is read once, front to back, into value_tile-wide runs.
         Func panels = p.v_panels;

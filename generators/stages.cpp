@@ -726,6 +726,7 @@ PackedScore define_packed_score(const Func &q, const Func &k, const Func &v, con
         return p.rounded ? round_operand(x, products) : x;
     };
     // The values' operand: as the keys', or float32 as given where the values stay float32.
+    p.float_values = p.paired && float_values;
     const bool paired_values = p.paired && !float_values;
     const auto value_operand = [&](const Expr &x) {
         return p.paired ? cast<float>(x) : operand(x);

@@ -375,6 +375,9 @@ struct PackedScore {
     // and values are rounded to bfloat16 where they are packed and held as float32, and the
     // float32 path multiplies them. The products are the pairs' own, exact in float32.
     bool rounded = false;
+    // Pairs of keys and queries with float32 values (define_packed_score's float_values):
+    // v_packed, v_panels and `values` are then float32 products' own.
+    bool float_values = false;
     // Defined when the queries and the keys k_source reads are rotations left inline
     // (apply_rope), which the CPU schedules compute where they pack them (q_operand, and
     // k_transposed, k_panels or k_word_rows; AMX's keys, which read k_transposed only where
